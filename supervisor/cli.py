@@ -1,0 +1,262 @@
+"""The ``mcp-supervisor`` command: run the supervisor, and talk to a running one.
+
+Exit codes: 0 success; 1 the supervisor answered with an error (or a wait
+failed); 2 bad usage, bad config or bad arguments; 3 no supervisor answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+import trio
+
+from supervisor import __version__
+from supervisor.client import SupervisorClient
+from supervisor.config import Config, ConfigError, load_config
+from supervisor.errors import SupervisorError, SupervisorUnreachableError
+from supervisor.paths import ENDPOINT_ENV, ensure_runtime_dir, ipc_path, resolve_endpoint, runtime_dir
+
+__all__ = ["main"]
+
+log = logging.getLogger("mcp_supervisor")
+
+EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+WAIT_POLL_INTERVAL = 0.2  # seconds between status polls in `wait`
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)-7s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    for problem in config.problems:
+        log.error("config %s: %s (skipped)", config.path, problem.message)
+    endpoint = resolve_endpoint(args.endpoint)
+    _claim_endpoint(endpoint)
+    workers = ensure_runtime_dir(runtime_dir()) / f"workers-{os.getpid()}.sock"
+    trio.run(_serve, config, endpoint, f"ipc://{workers}")
+    return 0
+
+
+def _claim_endpoint(endpoint: str) -> None:
+    """Refuse to start over a live supervisor; clear a stale ipc socket file."""
+    path = ipc_path(endpoint)
+    if path is None:
+        return
+    if path.parent == runtime_dir():
+        ensure_runtime_dir(path.parent)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
+    try:
+        with SupervisorClient(endpoint, request_timeout=1.0) as probe:
+            probe.ping()
+    except SupervisorError:
+        path.unlink(missing_ok=True)  # left behind by a supervisor that was killed
+        return
+    raise CliError(f"a supervisor is already running at {endpoint}")
+
+
+async def _serve(config: Config, endpoint: str, worker_endpoint: str) -> None:
+    from supervisor.core import Supervisor
+
+    supervisor = Supervisor(config, endpoint=endpoint, worker_endpoint=worker_endpoint)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run)
+            async for signum in signals:
+                log.info("%s received; stopping", signal.Signals(signum).name)
+                break
+            nursery.cancel_scope.cancel()
+    log.info("stopped")
+
+
+# ------------------------------------------------------------- commands
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.timeout
+    waiting: list[str] = ["the supervisor"]
+    with SupervisorClient(args.endpoint, request_timeout=1.0) as sup:
+        while time.monotonic() < deadline:
+            try:
+                rows = sup.status()
+            except SupervisorUnreachableError:
+                time.sleep(WAIT_POLL_INTERVAL)
+                continue
+            failed = [row for row in rows if row.state == "failed"]
+            if failed:
+                detail = "; ".join(f"{row.server}: {row.last_error}" for row in failed)
+                raise CliError(f"server failed: {detail}")
+            waiting = [f"{row.server} ({row.state})" for row in rows if row.state not in ("ready", "stopped")]
+            if not waiting:
+                print(f"all {sum(row.state == 'ready' for row in rows)} servers ready")
+                return 0
+            time.sleep(WAIT_POLL_INTERVAL)
+    raise CliError(f"timed out after {args.timeout:g} s waiting for: {', '.join(waiting)}")
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        tools = sup.list_tools()
+    if args.json:
+        fields = ("name", "server", "original_name", "description", "input_schema")
+        _print_json([{f: getattr(tool, f) for f in fields} for tool in tools])
+    else:
+        rows = [(t.name, t.server, (t.description.strip().splitlines() or [""])[0][:60]) for t in tools]
+        _print_table(("TOOL", "SERVER", "DESCRIPTION"), rows)
+    return 0
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    try:
+        arguments = json.loads(args.arguments)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"ARGS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
+    if not isinstance(arguments, dict):
+        raise CliError(f"ARGS_JSON must be a JSON object, not {type(arguments).__name__}", EXIT_USAGE)
+    with SupervisorClient(args.endpoint) as sup:
+        result = sup.call_tool(args.name, arguments, timeout=args.timeout, raise_on_error=False)
+    if args.json:
+        _print_json(msgspec.to_builtins(result))
+    else:
+        print(result.text)
+    if result.is_error:
+        print(f"mcp-supervisor: TOOL_ERROR: tool {args.name!r} reported an error", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        rows = sup.status()
+    if args.json:
+        _print_json([msgspec.to_builtins(row) for row in rows])
+    else:
+        _print_table(
+            ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "LAST_ERROR"),
+            [
+                (r.server, r.state, _dash(r.worker_pid), _dash(r.server_pid), str(r.restarts), str(r.tools),
+                 (r.last_error or "-")[:80])
+                for r in rows
+            ],
+        )
+    return 0
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        sup.restart(args.server)
+    print(f"restarting {args.server}")
+    return 0
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    for row in (header, *rows):
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--endpoint",
+        help=f"the supervisor's ZeroMQ endpoint (default: ${ENDPOINT_ENV}, else {resolve_endpoint(None)})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="mcp-supervisor",
+        description="Run every MCP server in its own supervised worker process, and call all their "
+        "tools through one registry (names mcp_{server}_{tool}).",
+        epilog="Start with 'mcp-supervisor run config/mcp.json', then in another shell "
+        "'mcp-supervisor wait' and 'mcp-supervisor tools'.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", parents=[common], help="run the supervisor in the foreground (Ctrl-C stops it)")
+    run.add_argument(
+        "config", nargs="?",
+        help="mcpServers JSON file (default: $MCP_SUPERVISOR_CONFIG, ./mcp.json, ./config/mcp.json, "
+        "~/.config/mcp-supervisor/mcp.json)",
+    )
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.set_defaults(func=cmd_run)
+
+    wait = sub.add_parser("wait", parents=[common], help="return when every enabled server is ready")
+    wait.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
+    wait.set_defaults(func=cmd_wait)
+
+    tools = sub.add_parser("tools", parents=[common], help="list every tool in the registry")
+    tools.add_argument("--json", action="store_true", help="a JSON array instead of a table")
+    tools.set_defaults(func=cmd_tools)
+
+    call = sub.add_parser("call", parents=[common], help="call a tool and print its text result")
+    call.add_argument("name", help="the prefixed tool name, e.g. mcp_time_get_current_time")
+    call.add_argument("arguments", nargs="?", default="{}", metavar="ARGS_JSON", help="a JSON object")
+    call.add_argument("--timeout", type=float, help="seconds (default: the server's toolTimeout)")
+    call.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    call.set_defaults(func=cmd_call)
+
+    status = sub.add_parser("status", parents=[common], help="one row per server")
+    status.add_argument("--json", action="store_true", help="a JSON array instead of a table")
+    status.set_defaults(func=cmd_status)
+
+    restart = sub.add_parser("restart", parents=[common], help="restart one server's worker")
+    restart.add_argument("server")
+    restart.set_defaults(func=cmd_restart)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except CliError as exc:
+        print(f"mcp-supervisor: error: {exc}", file=sys.stderr)
+        return exc.code
+    except SupervisorUnreachableError as exc:
+        print(f"mcp-supervisor: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except SupervisorError as exc:
+        print(f"mcp-supervisor: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except ValueError as exc:
+        print(f"mcp-supervisor: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,320 @@
+"""The client stub agents use: ``SupervisorClient`` (blocking) and ``AsyncSupervisorClient``.
+
+Both find the supervisor as the CLI does (an explicit endpoint, else
+``$MCP_SUPERVISOR_ENDPOINT``, else the per-user default), speak the front
+protocol of ``supervisor.protocol`` over a ZeroMQ DEALER, and raise the
+exceptions of ``supervisor.errors``.
+
+- ``SupervisorClient`` is thread-safe: each thread gets its own socket, so
+  threads call concurrently; replies are matched by request id.
+- ``AsyncSupervisorClient`` runs on asyncio and on trio (through anyio). Use
+  it as ``async with``: one reader task demultiplexes replies by id, so any
+  number of tasks may call at once on one client.
+
+Example::
+
+    with SupervisorClient() as sup:
+        result = sup.call_tool("mcp_time_get_current_time", {"timezone": "UTC"}, timeout=5)
+        print(result.text)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from time import monotonic
+from typing import Any, Final, Self, TypeVar
+
+import anyio
+import anyio.abc
+import msgspec
+import zmq
+
+from supervisor._zmq import MAX_MESSAGE_SIZE
+from supervisor.errors import SupervisorError, SupervisorUnreachableError, ToolExecutionError, error_for
+from supervisor.paths import ipc_path, resolve_endpoint
+from supervisor.protocol import (
+    CallResult,
+    CallTool,
+    Done,
+    ErrorReply,
+    FrontReply,
+    FrontRequest,
+    GetStatus,
+    ListTools,
+    Ping,
+    Restart,
+    ServerStatus,
+    StatusReply,
+    ToolInfo,
+    ToolList,
+    ToolResult,
+    decode_front_reply,
+    encode,
+)
+
+__all__ = ["AsyncSupervisorClient", "ServerStatus", "SupervisorClient", "ToolInfo", "ToolResult", "openai_tool"]
+
+REQUEST_TIMEOUT: Final = 10.0  # seconds to wait for an answer to list/status/restart/ping
+CALL_WAIT_WITHOUT_TIMEOUT: Final = 3600.0  # seconds a call with no timeout waits (the server's toolTimeout rules)
+REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client stops waiting
+
+_decode_result = msgspec.msgpack.Decoder(ToolResult).decode
+_encode_arguments = msgspec.msgpack.Encoder().encode
+
+
+def openai_tool(tool: ToolInfo) -> dict[str, Any]:
+    """A tool in OpenAI's function-calling format."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema},
+    }
+
+
+def _new_socket(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
+    path = ipc_path(endpoint)
+    if path is not None and not path.exists():
+        raise SupervisorUnreachableError(
+            f"no supervisor at {endpoint}: {path} does not exist (is 'mcp-supervisor run' running?)"
+        )
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+    sock.connect(endpoint)
+    return sock
+
+
+def _call_request(id: int, name: str, arguments: Mapping[str, Any] | None, timeout: float | None) -> CallTool:
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return CallTool(id=id, name=name, arguments=msgspec.Raw(_encode_arguments(arguments or {})), timeout=timeout)
+
+
+def _call_wait(timeout: float | None) -> float:
+    return (CALL_WAIT_WITHOUT_TIMEOUT if timeout is None else timeout) + REPLY_MARGIN
+
+
+def _result(reply: FrontReply, name: str, raise_on_error: bool) -> ToolResult:
+    match _checked(reply):
+        case CallResult(result=raw):
+            result = _decode_result(raw)
+            if result.is_error and raise_on_error:
+                raise ToolExecutionError(f"tool {name!r} reported an error: {result.text}", result)
+            return result
+    raise SupervisorError(f"unexpected reply {type(reply).__name__} to a tool call")
+
+
+def _checked(reply: FrontReply) -> FrontReply:
+    if isinstance(reply, ErrorReply):
+        raise error_for(reply.code, reply.message)
+    return reply
+
+
+_T = TypeVar("_T")
+
+
+def _expect(reply: FrontReply, kind: type[_T]) -> _T:
+    reply = _checked(reply)
+    if not isinstance(reply, kind):
+        raise SupervisorError(f"unexpected reply {type(reply).__name__}, wanted {kind.__name__}")
+    return reply
+
+
+class SupervisorClient:
+    """Blocking client; safe to share between threads."""
+
+    def __init__(self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT) -> None:
+        self.endpoint = resolve_endpoint(endpoint)
+        self.request_timeout = request_timeout
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._local = threading.local()
+        self._sockets: list[zmq.Socket[bytes]] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for sock in self._sockets:
+                sock.close(linger=0)
+            self._sockets.clear()
+        self._ctx.term()
+
+    def list_tools(self) -> list[ToolInfo]:
+        return _expect(self._request(ListTools(id=next(self._ids))), ToolList).tools
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [openai_tool(tool) for tool in self.list_tools()]
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        *,
+        raise_on_error: bool = True,
+    ) -> ToolResult:
+        """Call a prefixed tool; ``timeout`` (seconds) defaults to the server's ``toolTimeout``.
+
+        Raises ``ToolExecutionError`` when the tool reports ``isError`` (unless
+        ``raise_on_error=False``), and another ``SupervisorError`` when there is no result.
+        """
+        request = _call_request(next(self._ids), name, arguments, timeout)
+        return _result(self._request(request, _call_wait(timeout)), name, raise_on_error)
+
+    def status(self) -> list[ServerStatus]:
+        return _expect(self._request(GetStatus(id=next(self._ids))), StatusReply).servers
+
+    def restart(self, server: str) -> None:
+        _expect(self._request(Restart(id=next(self._ids), server=server)), Done)
+
+    def ping(self) -> None:
+        _expect(self._request(Ping(id=next(self._ids))), Done)
+
+    def _socket(self) -> zmq.Socket[bytes]:
+        sock: zmq.Socket[bytes] | None = getattr(self._local, "sock", None)
+        if sock is None:
+            with self._lock:
+                if self._closed:
+                    raise SupervisorError("client is closed")
+                sock = _new_socket(self._ctx, self.endpoint)
+                self._sockets.append(sock)
+            self._local.sock = sock
+        return sock
+
+    def _request(self, request: FrontRequest, wait: float | None = None) -> FrontReply:
+        sock = self._socket()
+        wait = self.request_timeout if wait is None else wait
+        sock.send(encode(request))
+        deadline = monotonic() + wait
+        while (remaining := deadline - monotonic()) > 0:
+            if not sock.poll(max(1, math.ceil(remaining * 1000))):
+                continue
+            try:
+                reply = decode_front_reply(sock.recv())
+            except msgspec.DecodeError as exc:
+                raise SupervisorError(f"undecodable reply from {self.endpoint}: {exc}") from exc
+            if reply.id == request.id:
+                return reply
+            # a late reply to an earlier request this thread gave up on: drop it
+        raise SupervisorUnreachableError(f"no answer from the supervisor at {self.endpoint} within {wait:g} s")
+
+
+class AsyncSupervisorClient:
+    """Async client for asyncio and trio; use it as ``async with``."""
+
+    def __init__(self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT) -> None:
+        self.endpoint = resolve_endpoint(endpoint)
+        self.request_timeout = request_timeout
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._sock: zmq.Socket[bytes] | None = None
+        self._ids = itertools.count(1)
+        self._waiters: dict[int, tuple[anyio.Event, list[FrontReply]]] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._reading: anyio.CancelScope | None = None
+
+    async def __aenter__(self) -> Self:
+        self._sock = _new_socket(self._ctx, self.endpoint)
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._read_replies)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._task_group is not None and self._sock is not None
+        self._task_group.cancel_scope.cancel()
+        try:
+            await self._task_group.__aexit__(exc_type, exc, tb)
+        finally:
+            self._sock.close(linger=0)
+            self._ctx.term()
+
+    async def list_tools(self) -> list[ToolInfo]:
+        return _expect(await self._request(ListTools(id=next(self._ids))), ToolList).tools
+
+    async def openai_tools(self) -> list[dict[str, Any]]:
+        return [openai_tool(tool) for tool in await self.list_tools()]
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        *,
+        raise_on_error: bool = True,
+    ) -> ToolResult:
+        """As ``SupervisorClient.call_tool``."""
+        request = _call_request(next(self._ids), name, arguments, timeout)
+        return _result(await self._request(request, _call_wait(timeout)), name, raise_on_error)
+
+    async def status(self) -> list[ServerStatus]:
+        return _expect(await self._request(GetStatus(id=next(self._ids))), StatusReply).servers
+
+    async def restart(self, server: str) -> None:
+        _expect(await self._request(Restart(id=next(self._ids), server=server)), Done)
+
+    async def ping(self) -> None:
+        _expect(await self._request(Ping(id=next(self._ids))), Done)
+
+    async def _request(self, request: FrontRequest, wait: float | None = None) -> FrontReply:
+        sock = self._sock
+        if sock is None:
+            raise SupervisorError("use the client as 'async with AsyncSupervisorClient() as sup'")
+        wait = self.request_timeout if wait is None else wait
+        done, slot = anyio.Event(), []
+        self._waiters[request.id] = (done, slot)
+        try:
+            sock.send(encode(request), zmq.NOBLOCK)
+            self._wake_reader_if_readable()
+            with anyio.move_on_after(wait):
+                await done.wait()
+        finally:
+            del self._waiters[request.id]
+        if not slot:
+            raise SupervisorUnreachableError(f"no answer from the supervisor at {self.endpoint} within {wait:g} s")
+        return slot[0]
+
+    def _wake_reader_if_readable(self) -> None:
+        # A send can consume the FD's edge while the reader waits on it.
+        assert self._sock is not None
+        if self._reading is not None and self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._reading.cancel()
+
+    async def _read_replies(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        fd = sock.getsockopt(zmq.FD)
+        while True:
+            try:
+                while True:
+                    try:
+                        reply = decode_front_reply(sock.recv(zmq.NOBLOCK))
+                    except msgspec.DecodeError:
+                        continue  # not from a supervisor we understand; nobody is waiting for it
+                    waiter = self._waiters.get(reply.id)
+                    if waiter is not None:
+                        waiter[1].append(reply)
+                        waiter[0].set()
+            except zmq.Again:
+                pass
+            with anyio.CancelScope() as scope:
+                self._reading = scope
+                try:
+                    if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                        await anyio.wait_readable(fd)
+                finally:
+                    self._reading = None

@@ -1,0 +1,293 @@
+"""Load the ``mcpServers`` JSON config (Claude Desktop / Cursor / nanobot). Each server entry is checked
+on its own: a broken one becomes a :class:`ConfigProblem`, the rest still load; whole-file failures raise
+:class:`ConfigError`. Messages name servers, fields and variables, never env or header values."""
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+__all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
+__all__ += ["ServerConfig", "ServerSpec", "expand_vars", "find_config", "load_config", "parse_config"]
+
+DEFAULT_TOOL_TIMEOUT = 30.0
+"""Seconds a tool call may run when neither the caller nor the config says otherwise."""
+
+_Env = Mapping[str, str]
+_PathArg = str | os.PathLike[str] | None
+_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
+_Transport = Literal["stdio", "sse", "streamable-http"]
+_TRANSPORTS: dict[str, _Transport] = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
+_TRANSPORTS |= {"streamable-http": "streamable-http", "streamablehttp": "streamable-http"}
+_ACCEPTED = "stdio, sse, streamable-http (or its aliases streamableHttp, http)"
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_AT_RE = re.compile(r"(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
+_HTTP_URL_RE = re.compile(r"https?://[^/?#\s]", re.IGNORECASE)
+_GOT_RE = re.compile(r"got `([^`]*)`")
+
+
+class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
+    """One entry of ``mcpServers`` exactly as written in the file."""
+
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = {}
+    type: str | None = None
+    transport: str | None = None
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # "toolTimeout" in the file; must be > 0
+    disabled: bool = False
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A validated, expanded server, ready to start (``env``/``headers`` are left out of repr)."""
+
+    name: str
+    transport: _Transport
+    command: str | None
+    args: tuple[str, ...]
+    env: dict[str, str] = field(repr=False)
+    cwd: str | None
+    url: str | None
+    headers: dict[str, str] = field(repr=False)
+    tool_timeout: float
+    disabled: bool
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """Why one server (or, with ``server=None``, the file) was skipped; a single line."""
+
+    server: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    servers: dict[str, ServerSpec]  # file order; disabled servers included with disabled=True
+    problems: list[ConfigProblem]  # servers that were skipped, with why
+
+
+class ConfigError(Exception):
+    """The config file as a whole cannot be used; the message names the path and the reason."""
+
+
+class MissingVariable(ConfigError):
+    """``${name}`` was used without a default and ``name`` is not set."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"variable {name} is not set")
+        self.name = name
+
+
+class _Problem(Exception):
+    """Internal: the server entry is unusable; the text becomes a ConfigProblem."""
+
+
+def expand_vars(text: str, environ: _Env) -> str:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` (default also when VAR is empty); anything else,
+    e.g. a lone ``$`` or an unclosed ``${``, stays. Raises :class:`MissingVariable` for unset ``${VAR}``."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = environ.get(name)
+        if default is not None:
+            return value or default
+        if value is None:
+            raise MissingVariable(name)
+        return value
+
+    return _VAR_RE.sub(substitute, text)
+
+
+def _home(environ: _Env) -> Path:
+    home = environ.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def _expand_tilde(text: str, home: Callable[[], Path]) -> str:
+    if text == "~" or text.startswith("~/"):
+        return str(home()) + text[1:]
+    return text
+
+
+def _resolve(path: str | os.PathLike[str], cwd: Path, home: Path) -> Path:
+    resolved = Path(_expand_tilde(os.fspath(path), lambda: home))
+    return resolved if resolved.is_absolute() else cwd / resolved
+
+
+def _candidates(environ: _Env, cwd: Path, home: Path) -> list[Path]:
+    places = [_resolve(environ[_ENV_VAR], cwd, home)] if environ.get(_ENV_VAR) else []
+    return [*places, cwd / "mcp.json", cwd / "config" / "mcp.json", home / ".config/mcp-supervisor/mcp.json"]
+
+
+def find_config(
+    explicit: _PathArg = None,
+    *,
+    environ: _Env | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> Path | None:
+    """Return ``explicit`` (resolved against ``cwd``, whether or not it exists) or the first
+    existing file of ``$MCP_SUPERVISOR_CONFIG``, ``./mcp.json``, ``./config/mcp.json``,
+    ``~/.config/mcp-supervisor/mcp.json``; ``None`` when none exists."""
+    env = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    home = _home(env) if home is None else home
+    if explicit is not None and os.fspath(explicit):
+        return _resolve(explicit, cwd, home)
+    return next((place for place in _candidates(env, cwd, home) if place.is_file()), None)
+
+
+def load_config(path: _PathArg = None, *, environ: _Env | None = None) -> Config:
+    """Find (see :func:`find_config`), read and parse the config file."""
+    env = os.environ if environ is None else environ
+    found = find_config(path, environ=env)
+    if found is None:
+        looked = ", ".join(str(place) for place in _candidates(env, Path.cwd(), _home(env)))
+        raise ConfigError(f"no MCP config file found; looked for {looked} (pass a path or set {_ENV_VAR})")
+    if found.is_dir():
+        raise ConfigError(f"{found}: is a directory, not a config file")
+    try:
+        data = found.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{found}: config file does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{found}: cannot read config file: {exc.strerror or exc}") from None
+    return parse_config(data, path=found, environ=env)
+
+
+def _got(message: object) -> str:
+    match = _GOT_RE.search(str(message))
+    return match.group(1) if match else "something else"
+
+
+def _with_position(message: str, data: bytes) -> str:
+    match = re.search(r"\(byte (\d+)\)", message)
+    if match is None:
+        return "unexpected end of file" if "truncated" in message else message
+    offset = int(match.group(1))
+    line, line_start = data.count(b"\n", 0, offset) + 1, data.rfind(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
+    return message.replace(match.group(0), f"(line {line}, column {column})")
+
+
+def parse_config(data: bytes, *, path: Path | None = None, environ: _Env | None = None) -> Config:
+    """Parse config file contents; ``path`` is only used in messages and in the result."""
+    env = os.environ if environ is None else environ
+    where = str(path) if path is not None else "<config>"
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{where}: top level must be a JSON object, got {_got(exc)}") from None
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{where}: not valid JSON: {_with_position(str(exc), data)}") from None
+    key = "mcpServers" if "mcpServers" in top else "servers" if "servers" in top else None
+    if key is None:
+        found = ", ".join(repr(k) for k in list(top)[:10]) or "none"
+        raise ConfigError(f'{where}: no "mcpServers" object at the top level (keys found: {found})')
+    try:
+        entries = msgspec.json.decode(top[key], type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f'{where}: "{key}" must be an object of server entries, got {_got(exc)}') from None
+    servers: dict[str, ServerSpec] = {}
+    problems: list[ConfigProblem] = []
+    for name, raw in entries.items():
+        try:
+            servers[name] = _build_server(name, raw, env)
+        except _Problem as exc:
+            message = f"server {name!r}: {exc}".replace("\r", "\\r").replace("\n", "\\n")
+            problems.append(ConfigProblem(server=name, message=message))
+    return Config(path=path, servers=servers, problems=problems)
+
+
+def _explain(message: str) -> str:
+    """Turn a msgspec validation message into one that names the field in the file."""
+    match = _AT_RE.fullmatch(message)
+    text, path = (match.group("text"), (match.group("path") or "").lstrip(".")) if match else (message, "")
+    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", text, re.DOTALL)
+    if unknown:
+        name = unknown.group(1)
+        known = [f.encode_name for f in msgspec.structs.fields(ServerConfig)]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
+        return f"unknown field {name!r} ({hint})"
+    text = text.replace("`", "'")
+    text = text[:1].lower() + text[1:]
+    if path:
+        return f"field {path!r}: {text}"
+    return (
+        f"entry must be a JSON object, got {_got(message)}" if text.startswith("expected 'object'") else text
+    )
+
+
+def _declared_transport(cfg: ServerConfig) -> _Transport | None:
+    declared: dict[str, _Transport] = {}
+    for key, value in (("type", cfg.type), ("transport", cfg.transport)):
+        if value is None:
+            continue
+        normalised = _TRANSPORTS.get(value.strip().lower())
+        if normalised is None:
+            raise _Problem(f"unknown {key} {value!r}; accepted: {_ACCEPTED}")
+        declared[key] = normalised
+    if len(set(declared.values())) > 1:
+        raise _Problem(f'"type" {cfg.type!r} and "transport" {cfg.transport!r} disagree; give only one')
+    return next(iter(declared.values()), None)
+
+
+def _infer_transport(command: str | None, url: str | None) -> _Transport:
+    if command:
+        return "stdio"
+    if url:
+        return "sse" if re.split(r"[?#]", url)[0].rstrip("/").endswith("/sse") else "streamable-http"
+    raise _Problem('needs "command" (for stdio) or "url" (for sse / streamable-http)')
+
+
+def _build_server(name: str, raw: msgspec.Raw, environ: _Env) -> ServerSpec:
+    if not name:
+        raise _Problem("server name must not be empty")
+    if len(name) > 64:
+        raise _Problem("server name is longer than 64 characters")
+    try:
+        cfg = msgspec.json.decode(raw, type=ServerConfig)
+    except msgspec.ValidationError as exc:
+        raise _Problem(_explain(str(exc))) from None
+    declared = _declared_transport(cfg)
+    if not cfg.tool_timeout > 0:
+        raise _Problem(f'"toolTimeout" must be greater than 0 seconds, got {cfg.tool_timeout}')
+
+    def expand(text: str, where: str, tilde: bool = False) -> str:
+        if cfg.disabled:  # disabled servers are kept verbatim and never fail on variables
+            return text
+        try:
+            expanded = expand_vars(text, environ)
+        except MissingVariable as exc:
+            var, hint = exc.name, f"write ${{{exc.name}:-default}} to give a default"
+            raise _Problem(f"variable {var} in {where} is not set ({hint})") from None
+        return _expand_tilde(expanded, lambda: _home(environ)) if tilde else expanded
+
+    command = None if cfg.command is None else expand(cfg.command, "command", tilde=True)
+    args = tuple(expand(arg, f"args[{i}]") for i, arg in enumerate(cfg.args))
+    env = {key: expand(value, f"env.{key}") for key, value in cfg.env.items()}
+    cwd = None if cfg.cwd is None else expand(cfg.cwd, "cwd", tilde=True)
+    url = None if cfg.url is None else expand(cfg.url, "url")
+    headers = {key: expand(value, f"headers.{key}") for key, value in cfg.headers.items()}
+    transport = declared or _infer_transport(command, url)
+    if transport == "stdio" and not command:
+        raise _Problem('transport stdio needs a non-empty "command"')
+    if transport != "stdio":
+        if not url:
+            raise _Problem(f'transport {transport} needs a "url"')
+        if not cfg.disabled and not _HTTP_URL_RE.match(url):
+            raise _Problem('"url" must be an http:// or https:// URL')
+    return ServerSpec(name, transport, command, args, env, cwd, url, headers, cfg.tool_timeout, cfg.disabled)

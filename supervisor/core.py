@@ -1,0 +1,314 @@
+"""The supervisor process: front socket, worker link, registry, pending calls, keepers.
+
+Above: agents and the CLI on the front ROUTER (``FrontRequest`` in, exactly
+one ``FrontReply`` out per request). Below: one ``Keeper`` per server, and
+the worker ROUTER on which every worker incarnation connects with its own
+routing id. Each socket has one receiving task; replies are sent from
+whichever task has them (sends never block).
+
+A call's life: look the prefixed name up in the registry (unknown ->
+``UNKNOWN_TOOL``, server not ready -> ``UNAVAILABLE`` at once), give it a
+supervisor-wide call id, send ``Invoke`` to the server's live worker with the
+budget, and remember (caller, id, deadline). The worker answers by the budget;
+if it does not (a wedged worker), the deadline timer answers ``TIMEOUT`` a
+margin later. When a worker dies, every call it had gets ``WORKER_CRASHED``.
+Replies from an incarnation that is no longer attached are dropped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import Final
+
+import msgspec
+import trio
+import zmq
+
+from supervisor._zmq import TrioSocket, Unroutable, bind_router
+from supervisor.config import Config
+from supervisor.keeper import Keeper
+from supervisor.paths import ipc_path
+from supervisor.policy import RestartPolicy
+from supervisor.protocol import (
+    CallResult,
+    CallTool,
+    Done,
+    ErrorReply,
+    FrontReply,
+    GetStatus,
+    Heartbeat,
+    Invoke,
+    InvokeFailed,
+    InvokeResult,
+    ListTools,
+    Ping,
+    Ready,
+    Restart,
+    Started,
+    StatusReply,
+    ToolList,
+    decode_front_request,
+    decode_worker_event,
+    encode,
+)
+from supervisor.registry import Registry, prefixed_name
+
+__all__ = ["Supervisor"]
+
+log = logging.getLogger("mcp_supervisor")
+
+DEADLINE_MARGIN: Final = 0.5  # seconds past a call's budget before the supervisor answers TIMEOUT itself
+
+
+@dataclass(slots=True)
+class Pending:
+    caller: bytes  # the front routing id
+    id: int  # the caller's request id
+    keeper: Keeper
+    tool: str
+    deadline: float
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        endpoint: str,
+        worker_endpoint: str,
+        policy: RestartPolicy | None = None,
+    ) -> None:
+        self.config = config
+        self.endpoint = endpoint
+        self.worker_endpoint = worker_endpoint
+        self.registry = Registry()
+        policy = policy or RestartPolicy()
+        self.keepers = {name: Keeper(spec, self, policy) for name, spec in config.servers.items()}
+        self._by_identity: dict[bytes, Keeper] = {}
+        self._pending: dict[int, Pending] = {}
+        self._deadlines: list[tuple[float, int]] = []
+        self._timer: trio.CancelScope | None = None
+        self._next_call = 0
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._front: TrioSocket | None = None
+        self._link: TrioSocket | None = None
+
+    # ------------------------------------------------------------- running
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Bind, start every worker, serve until cancelled, then stop every worker (bounded)."""
+        self._front = bind_router(self._ctx, self.endpoint)
+        self._link = bind_router(self._ctx, self.worker_endpoint)
+        try:
+            # Cancelling this nursery is the shutdown: each keeper's shielded, bounded
+            # clean-up closes its worker's lifeline and reaps worker and server.
+            async with trio.open_nursery() as nursery:
+                for keeper in self.keepers.values():
+                    nursery.start_soon(keeper.run, name=f"keeper {keeper.name}")
+                nursery.start_soon(self._serve_front, self._front)
+                nursery.start_soon(self._serve_link, self._link)
+                nursery.start_soon(self._expire_deadlines)
+                log.info("listening on %s with %d servers", self.endpoint, len(self.keepers))
+                task_status.started()
+        finally:
+            for sock in (self._front, self._link):
+                sock.close()
+            self._ctx.term()
+            for endpoint in (self.endpoint, self.worker_endpoint):
+                path = ipc_path(endpoint)
+                if path is not None:
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+
+    # ------------------------------------------------------------ keepers
+
+    def attach(self, identity: bytes, keeper: Keeper) -> None:
+        self._by_identity[identity] = keeper
+
+    def detach(self, keeper: Keeper, reason: str) -> None:
+        """A worker incarnation ended: forget it, drop its tools, fail its calls."""
+        if keeper.identity is not None:
+            self._by_identity.pop(keeper.identity, None)
+        keeper.identity = None
+        self.registry.remove(keeper.name)
+        calls, keeper.inflight = keeper.inflight, set()
+        for call in calls:
+            pending = self._pending.pop(call, None)
+            if pending is not None:
+                self._reply(pending.caller, ErrorReply(id=pending.id, code="WORKER_CRASHED", message=reason))
+
+    # ---------------------------------------------------------- front link
+
+    async def _serve_front(self, front: TrioSocket) -> None:
+        while True:
+            for frames in await front.receive_batch():
+                if len(frames) != 2:
+                    log.warning("dropping a front message of %d frames (expected 2)", len(frames))
+                    continue
+                caller, payload = frames
+                try:
+                    request = decode_front_request(payload)
+                except msgspec.DecodeError as exc:
+                    self._reply(caller, ErrorReply(id=_salvage_id(payload), code="BAD_REQUEST", message=str(exc)))
+                    continue
+                match request:
+                    case CallTool():
+                        self._call(caller, request)
+                    case ListTools(id=id):
+                        tools = self.registry.tools()
+                        self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
+                    case GetStatus(id=id):
+                        rows = [keeper.status() for keeper in self.keepers.values()]
+                        self._reply(caller, StatusReply(id=id, servers=rows))
+                    case Restart(id=id, server=server):
+                        self._restart(caller, id, server)
+                    case Ping(id=id):
+                        self._reply(caller, Done(id=id))
+
+    def _call(self, caller: bytes, request: CallTool) -> None:
+        route = self.registry.lookup(request.name)
+        if route is None:
+            keeper = self._owner_if_not_ready(request.name)
+            if keeper is None:
+                self._error(caller, request.id, "UNKNOWN_TOOL", f"no tool named {request.name!r}")
+            else:
+                self._unavailable(caller, request.id, keeper)
+            return
+        keeper = self.keepers[route.server]
+        if keeper.state != "ready" or keeper.identity is None:
+            self._unavailable(caller, request.id, keeper)
+            return
+        budget = keeper.spec.tool_timeout if request.timeout is None else request.timeout
+        if not (budget > 0 and math.isfinite(budget)):
+            self._error(caller, request.id, "BAD_REQUEST", f"timeout must be a positive number, not {budget}")
+            return
+        self._next_call += 1
+        call = self._next_call
+        deadline = trio.current_time() + budget + DEADLINE_MARGIN
+        invoke = Invoke(call=call, tool=route.tool, arguments=request.arguments, budget=budget)
+        try:
+            self._worker_send(keeper.identity, encode(invoke))
+        except Unroutable:
+            self._unavailable(caller, request.id, keeper)
+            return
+        self._pending[call] = Pending(caller, request.id, keeper, route.tool, deadline)
+        keeper.inflight.add(call)
+        heapq.heappush(self._deadlines, (deadline, call))
+        if self._timer is not None and deadline < self._timer.deadline:
+            self._timer.deadline = deadline
+
+    def _owner_if_not_ready(self, name: str) -> Keeper | None:
+        """The not-ready server whose prefix ``name`` carries, for a better error than UNKNOWN_TOOL."""
+        for keeper in self.keepers.values():
+            if keeper.state != "ready" and name.startswith(prefixed_name(keeper.name, "")):
+                return keeper
+        return None
+
+    def _unavailable(self, caller: bytes, id: int, keeper: Keeper) -> None:
+        why = f"server {keeper.name!r} is {keeper.state}"
+        if keeper.last_error:
+            why += f" (last error: {keeper.last_error})"
+        self._error(caller, id, "UNAVAILABLE", why)
+
+    def _restart(self, caller: bytes, id: int, server: str) -> None:
+        keeper = self.keepers.get(server)
+        if keeper is None:
+            known = ", ".join(self.keepers) or "none"
+            self._error(caller, id, "BAD_REQUEST", f"no server named {server!r} (servers: {known})")
+            return
+        log.info("operator restart of server %r", server)
+        keeper.request_restart()
+        self._reply(caller, Done(id=id))
+
+    # ---------------------------------------------------------- worker link
+
+    async def _serve_link(self, link: TrioSocket) -> None:
+        while True:
+            for frames in await link.receive_batch():
+                keeper = self._by_identity.get(frames[0])
+                if keeper is None or len(frames) != 2:
+                    continue  # a replaced incarnation, or noise: never delivered to anyone
+                try:
+                    event = decode_worker_event(frames[1])
+                except msgspec.DecodeError as exc:
+                    log.error("undecodable message from the worker of %r: %s", keeper.name, exc)
+                    continue
+                match event:
+                    case InvokeResult(call=call, result=result):
+                        pending = self._settle(call, keeper)
+                        if pending is not None:
+                            self._reply(pending.caller, CallResult(id=pending.id, result=result))
+                    case InvokeFailed(call=call, code=code, message=message):
+                        pending = self._settle(call, keeper)
+                        if pending is not None:
+                            if code not in ("TIMEOUT", "UNKNOWN_TOOL", "INVALID_ARGUMENTS"):
+                                log.error("server %r tool %r: %s: %s", keeper.name, pending.tool, code, message)
+                            self._error(pending.caller, pending.id, code, f"server {keeper.name!r}: {message}")
+                    case Started(server_pid=pid):
+                        keeper.started(pid)
+                    case Ready():
+                        keeper.ready(event)
+                    case Heartbeat():
+                        pass
+
+    def _settle(self, call: int, keeper: Keeper) -> Pending | None:
+        pending = self._pending.get(call)
+        if pending is None or pending.keeper is not keeper:
+            return None
+        del self._pending[call]
+        keeper.inflight.discard(call)
+        return pending
+
+    def _worker_send(self, identity: bytes, payload: bytes) -> None:
+        assert self._link is not None
+        self._link.send_nowait([identity, payload])
+
+    # ------------------------------------------------------------ deadlines
+
+    async def _expire_deadlines(self) -> None:
+        while True:
+            with trio.CancelScope(deadline=self._deadlines[0][0] if self._deadlines else math.inf) as timer:
+                self._timer = timer
+                await trio.sleep_forever()
+            self._timer = None
+            now = trio.current_time()
+            while self._deadlines and self._deadlines[0][0] <= now:
+                _, call = heapq.heappop(self._deadlines)
+                pending = self._pending.get(call)
+                if pending is None or pending.deadline > now:
+                    continue
+                self._settle(call, pending.keeper)
+                log.error("server %r tool %r: worker gave no answer by the deadline", pending.keeper.name, pending.tool)
+                self._error(
+                    pending.caller, pending.id, "TIMEOUT",
+                    f"server {pending.keeper.name!r} did not answer tool {pending.tool!r} in time",
+                )
+
+    # --------------------------------------------------------------- replies
+
+    def _error(self, caller: bytes, id: int, code: str, message: str) -> None:
+        self._reply(caller, ErrorReply(id=id, code=code, message=message))
+
+    def _reply(self, caller: bytes, reply: FrontReply) -> None:
+        assert self._front is not None
+        try:
+            self._front.send_nowait([caller, encode(reply)])
+        except Unroutable:
+            log.debug("caller went away before its reply (id %d)", reply.id)
+
+
+def _salvage_id(payload: bytes) -> int:
+    """The request id from a message that did not decode as a request, or 0."""
+    try:
+        data = msgspec.msgpack.decode(payload)
+    except msgspec.DecodeError:
+        return 0
+    if isinstance(data, dict) and isinstance(data.get("id"), int):
+        return int(data["id"])
+    return 0

@@ -1,0 +1,54 @@
+"""Where the supervisor listens by default: a per-user runtime directory, mode 0700.
+
+``$MCP_SUPERVISOR_ENDPOINT`` overrides the front endpoint for every command and
+for the client stub. Without it the front socket is
+``ipc://$XDG_RUNTIME_DIR/mcp-supervisor/supervisor.sock``, or
+``ipc:///tmp/mcp-supervisor-$UID/supervisor.sock`` when there is no
+``XDG_RUNTIME_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["ENDPOINT_ENV", "default_endpoint", "ensure_runtime_dir", "ipc_path", "resolve_endpoint", "runtime_dir"]
+
+ENDPOINT_ENV = "MCP_SUPERVISOR_ENDPOINT"
+
+
+def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / "mcp-supervisor"
+    return Path(tempfile.gettempdir()) / f"mcp-supervisor-{os.getuid()}"
+
+
+def ensure_runtime_dir(path: Path) -> Path:
+    """Create ``path`` with mode 0700, or check that an existing one is ours and private."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise PermissionError(f"runtime directory {path} belongs to uid {info.st_uid}, not to us")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def default_endpoint(environ: Mapping[str, str] | None = None) -> str:
+    return f"ipc://{runtime_dir(environ) / 'supervisor.sock'}"
+
+
+def resolve_endpoint(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The endpoint to use: an explicit one, else ``$MCP_SUPERVISOR_ENDPOINT``, else the default."""
+    env = os.environ if environ is None else environ
+    return explicit or env.get(ENDPOINT_ENV) or default_endpoint(env)
+
+
+def ipc_path(endpoint: str) -> Path | None:
+    """The filesystem path of an ``ipc://`` endpoint, else None."""
+    return Path(endpoint[len("ipc://") :]) if endpoint.startswith("ipc://") else None

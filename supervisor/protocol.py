@@ -1,0 +1,270 @@
+"""Every message that crosses a ZeroMQ socket, and the codecs for each direction.
+
+Two links use this module:
+
+- the *front* link: agents and the CLI (a DEALER in ``supervisor.client``) talk
+  to the supervisor's ROUTER. Requests are ``FrontRequest``; each gets exactly
+  one ``FrontReply`` carrying the caller's ``id``.
+- the *worker* link: each worker process (a DEALER in ``workers.worker``)
+  talks to the supervisor's worker ROUTER. The supervisor sends
+  ``WorkerCommand``; the worker sends ``WorkerEvent``.
+
+Messages are msgpack, tagged by class name. Tool arguments and tool results are
+carried as ``msgspec.Raw``: the supervisor routes on names, ids and budgets and
+never decodes a payload it only relays. New fields always get defaults, so an
+older peer still decodes a newer message (unknown fields are skipped).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import msgspec
+
+from supervisor.config import ServerSpec
+
+__all__ = [
+    "ERROR_CODES",
+    "CallResult",
+    "CallTool",
+    "Done",
+    "ErrorCode",
+    "ErrorReply",
+    "FrontReply",
+    "FrontRequest",
+    "GetStatus",
+    "Heartbeat",
+    "Invoke",
+    "InvokeFailed",
+    "InvokeResult",
+    "ListTools",
+    "Ping",
+    "Ready",
+    "Restart",
+    "ServerStatus",
+    "Started",
+    "StatusReply",
+    "ToolInfo",
+    "ToolList",
+    "ToolResult",
+    "WorkerCommand",
+    "WorkerEvent",
+    "WorkerBoot",
+    "WorkerTool",
+    "decode_front_reply",
+    "decode_front_request",
+    "decode_worker_command",
+    "decode_worker_event",
+    "encode",
+]
+
+ErrorCode = Literal[
+    "UNKNOWN_TOOL",  # no tool of that name in the registry
+    "UNAVAILABLE",  # the server exists but is not ready (starting, restarting, failed, stopped)
+    "TIMEOUT",  # the call's budget ran out; the server was sent notifications/cancelled
+    "TOOL_ERROR",  # reserved for callers: the server answered with isError (a result, not an error reply)
+    "SERVER_ERROR",  # the MCP server answered with a JSON-RPC error
+    "WORKER_CRASHED",  # the worker or its MCP server died while the call was in flight
+    "INVALID_ARGUMENTS",  # arguments are not an object, or the server rejected them as invalid params
+    "OVERLOADED",  # too many calls in flight
+    "BAD_REQUEST",  # a frame that does not decode, or a request that makes no sense
+    "INTERNAL",  # a bug in mcp-supervisor; the message says where
+]
+ERROR_CODES: Final[frozenset[str]] = frozenset(ErrorCode.__args__)  # type: ignore[attr-defined]
+
+WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+class _Message(msgspec.Struct, tag=True, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of every wire message; the tag is the class name."""
+
+
+# --------------------------------------------------------------------- payloads
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool call's outcome as the worker encodes it and the client decodes it.
+
+    ``content`` keeps every MCP content item as the server sent it (text, image,
+    audio, resource_link, resource), in its JSON shape.
+    """
+
+    content: list[dict[str, Any]] = []
+    structured_content: Any = None
+    is_error: bool = False
+    text: str = ""
+
+
+class ToolInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A registry entry as agents see it."""
+
+    name: str
+    server: str
+    original_name: str
+    description: str = ""
+    input_schema: dict[str, Any] = {}
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class WorkerTool(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool as the MCP server listed it, before prefixing."""
+
+    name: str
+    description: str = ""
+    input_schema: Any = None
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of ``status``."""
+
+    server: str
+    state: WorkerState
+    worker_pid: int | None = None
+    server_pid: int | None = None
+    restarts: int = 0
+    tools: int = 0
+    last_error: str | None = None
+    transport: str = "stdio"
+    next_restart_in: float | None = None
+
+
+# ------------------------------------------------------------- front requests
+
+
+class ListTools(_Message):
+    id: int
+
+
+class CallTool(_Message):
+    """Call a prefixed tool. ``timeout`` is a relative budget in seconds; None means the server's toolTimeout."""
+
+    id: int
+    name: str
+    arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
+    timeout: float | None = None
+
+
+class GetStatus(_Message):
+    id: int
+
+
+class Restart(_Message):
+    id: int
+    server: str
+
+
+class Ping(_Message):
+    id: int
+
+
+FrontRequest = ListTools | CallTool | GetStatus | Restart | Ping
+
+# --------------------------------------------------------------- front replies
+
+
+class ToolList(_Message):
+    id: int
+    tools: list[ToolInfo]
+    version: int = 0
+
+
+class CallResult(_Message):
+    id: int
+    result: msgspec.Raw  # an encoded ToolResult, relayed untouched from the worker
+
+
+class StatusReply(_Message):
+    id: int
+    servers: list[ServerStatus]
+
+
+class Done(_Message):
+    id: int
+
+
+class ErrorReply(_Message):
+    id: int
+    code: str  # one of ERROR_CODES; a str so a newer supervisor's code still decodes
+    message: str
+
+
+FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply
+
+# ------------------------------------------------------------------ worker link
+
+
+class Invoke(_Message):
+    """Supervisor -> worker: call ``tool`` (the server's own name) within ``budget`` seconds."""
+
+    call: int
+    tool: str
+    arguments: msgspec.Raw
+    budget: float
+
+
+class Heartbeat(_Message):
+    """Either direction: I am alive."""
+
+
+WorkerCommand = Invoke | Heartbeat
+
+
+class Ready(_Message):
+    """Worker -> supervisor: the session is initialized and these are all its tools."""
+
+    tools: list[WorkerTool]
+    server_pid: int | None = None
+    server_name: str = ""
+    server_version: str = ""
+
+
+class Started(_Message):
+    """Worker -> supervisor: the server process exists (sent before initialize, so its pid is known early)."""
+
+    server_pid: int
+
+
+class InvokeResult(_Message):
+    call: int
+    result: msgspec.Raw  # an encoded ToolResult
+
+
+class InvokeFailed(_Message):
+    call: int
+    code: str
+    message: str
+
+
+WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | Heartbeat
+
+# ------------------------------------------------------------------- codecs
+
+_encoder = msgspec.msgpack.Encoder()
+encode = _encoder.encode
+
+_front_request = msgspec.msgpack.Decoder(FrontRequest)
+_front_reply = msgspec.msgpack.Decoder(FrontReply)
+_worker_command = msgspec.msgpack.Decoder(WorkerCommand)
+_worker_event = msgspec.msgpack.Decoder(WorkerEvent)
+decode_front_request = _front_request.decode
+decode_front_reply = _front_reply.decode
+decode_worker_command = _worker_command.decode
+decode_worker_event = _worker_event.decode
+
+
+# ------------------------------------------------------------ worker start-up
+
+
+class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):
+    """The one JSON line a keeper writes to a new worker's stdin (so secrets stay out of argv)."""
+
+    server: str
+    endpoint: str  # the supervisor's worker ROUTER
+    identity: str  # this incarnation's routing id
+    spec: ServerSpec
+    log_level: int = 20

@@ -1,0 +1,148 @@
+"""The unified tool registry: prefixed name -> (server, original tool).
+
+Names follow ``mcp_{server}_{tool}``: every character outside ``[A-Za-z0-9_-]``
+becomes ``_``, runs of ``_`` collapse, leading and trailing ``_`` go, and the
+result is cut at 64 characters. Calls are routed by looking the name up here,
+never by splitting it. No tool vanishes silently: when two tools map to one
+name, the later one gets a stable suffix derived from (server, tool) and a
+warning is logged. A tool whose ``inputSchema`` is not a valid JSON Schema
+object is left out with a warning naming the server and the tool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+
+from supervisor.protocol import ToolInfo, WorkerTool
+
+__all__ = ["MAX_NAME_LENGTH", "Registry", "prefixed_name", "sanitize", "schema_problem"]
+
+log = logging.getLogger("mcp_supervisor.registry")
+
+MAX_NAME_LENGTH: Final = 64  # what OpenAI-style function calling accepts
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_UNDERSCORES = re.compile(r"_{2,}")
+
+
+def sanitize(name: str) -> str:
+    """Apply the naming rules to any string (without the length cut)."""
+    return _UNDERSCORES.sub("_", _UNSAFE.sub("_", name)).strip("_")
+
+
+def prefixed_name(server: str, tool: str) -> str:
+    return sanitize(f"mcp_{server}_{tool}")[:MAX_NAME_LENGTH]
+
+
+def _suffixed(base: str, server: str, tool: str, attempt: int) -> str:
+    digest = hashlib.sha1(f"{server}\0{tool}\0{attempt}".encode()).hexdigest()[:8]
+    return f"{base[: MAX_NAME_LENGTH - 9].rstrip('_')}_{digest}"
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` is not a usable tool ``inputSchema``, or None when it is."""
+    if not isinstance(schema, dict):
+        return f"inputSchema is {type(schema).__name__}, not an object"
+    if schema.get("type", "object") != "object":
+        return f"inputSchema has type {schema.get('type')!r}, not 'object'"
+    try:
+        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        validator.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        return f"inputSchema is not valid JSON Schema at {where}: {exc.message}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a prefixed name goes."""
+
+    server: str
+    tool: str
+
+
+class Registry:
+    """Every ready server's tools under their prefixed names."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, Route] = {}
+        self._infos: dict[str, list[ToolInfo]] = {}  # server -> its entries, in listing order
+        self._listing: list[ToolInfo] | None = []
+        self.version = 0
+
+    def lookup(self, name: str) -> Route | None:
+        return self._routes.get(name)
+
+    def tools(self) -> list[ToolInfo]:
+        if self._listing is None:
+            self._listing = [info for infos in self._infos.values() for info in infos]
+        return self._listing
+
+    def count(self, server: str) -> int:
+        return len(self._infos.get(server, ()))
+
+    def remove(self, server: str) -> None:
+        infos = self._infos.pop(server, None)
+        if infos is None:
+            return
+        for info in infos:
+            del self._routes[info.name]
+        self._listing = None
+        self.version += 1
+
+    def replace(self, server: str, tools: list[WorkerTool]) -> list[ToolInfo]:
+        """Set ``server``'s tools (replacing what it had); return the entries registered."""
+        self.remove(server)
+        infos: list[ToolInfo] = []
+        seen: set[str] = set()
+        for tool in tools:
+            if tool.name in seen:
+                log.warning("server %r listed tool %r twice; keeping the first", server, tool.name)
+                continue
+            seen.add(tool.name)
+            problem = schema_problem(tool.input_schema)
+            if problem is not None:
+                log.warning("server %r tool %r left out: %s", server, tool.name, problem)
+                continue
+            name = self._free_name(server, tool.name)
+            self._routes[name] = Route(server, tool.name)
+            infos.append(
+                ToolInfo(
+                    name=name,
+                    server=server,
+                    original_name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    title=tool.title,
+                    output_schema=tool.output_schema,
+                    annotations=tool.annotations,
+                )
+            )
+        self._infos[server] = infos
+        self._listing = None
+        self.version += 1
+        return infos
+
+    def _free_name(self, server: str, tool: str) -> str:
+        base = prefixed_name(server, tool)
+        if not base:
+            base = "mcp"
+        name, attempt = base, 0
+        while name in self._routes:
+            name = _suffixed(base, server, tool, attempt)
+            attempt += 1
+        if name != base:
+            holder = self._routes[base]
+            log.warning(
+                "tool %r of server %r maps to %r, already used by tool %r of server %r; registered as %r",
+                tool, server, base, holder.tool, holder.server, name,
+            )
+        return name

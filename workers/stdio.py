@@ -1,0 +1,208 @@
+"""The stdio transport a worker hands to ``mcp.Client``: one MCP server child process.
+
+Below: the server process, in its own session and process group, speaking
+newline-delimited JSON-RPC on stdin/stdout. Above: ``mcp.Client``, which takes
+any async context manager that yields a (read stream, write stream) pair.
+
+It does what the SDK's ``stdio_client`` does, plus what a supervisor needs:
+the server's pid, each stderr line handed to a callback (for the log and for
+crash reports), an event set when the process exits, and bounded line sizes
+so a server printing garbage cannot grow the worker's memory without bound.
+
+Shutdown follows the MCP spec and the SDK: close stdin, wait, SIGTERM the
+process group, wait, SIGKILL; shielded and every wait bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Final
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import trio
+from mcp.client._transport import TransportStreams
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+__all__ = ["CommandNotFound", "StdioServer"]
+
+log = logging.getLogger("mcp_supervisor.worker.stdio")
+
+STDIN_CLOSE_GRACE: Final = 2.0  # seconds for the server to exit on its own after stdin closes
+TERM_GRACE: Final = 2.0  # seconds after SIGTERM to the process group before SIGKILL
+KILL_REAP: Final = 2.0  # seconds for the kernel to report a SIGKILLed process gone
+MAX_LINE: Final = 16 * 1024 * 1024  # bytes; a longer stdout line is dropped, not buffered forever
+MAX_STDERR_LINE: Final = 4096  # characters kept of one stderr line
+READ_CHUNK: Final = 256 * 1024
+
+
+class CommandNotFound(Exception):
+    """The server's command is not on PATH (nor beside the running interpreter)."""
+
+
+def resolve_command(command: str) -> str:
+    """Find ``command`` on PATH, then beside ``sys.executable`` (an unactivated venv's bin)."""
+    if os.sep in command:
+        if os.access(command, os.X_OK) and not os.path.isdir(command):
+            return command
+        raise CommandNotFound(f"command {command!r} does not exist or is not executable")
+    search = os.pathsep.join(filter(None, [os.environ.get("PATH", ""), os.path.dirname(sys.executable)]))
+    found = shutil.which(command, path=search)
+    if found is None:
+        raise CommandNotFound(f"command {command!r} not found on PATH")
+    return found
+
+
+class StdioServer:
+    """One MCP server child process; ``connect()`` is the transport for ``mcp.Client``."""
+
+    def __init__(
+        self,
+        command: str,
+        args: list[str],
+        *,
+        env: dict[str, str],
+        cwd: str | None,
+        on_stderr: Callable[[str], None],
+    ) -> None:
+        self._argv = [resolve_command(command), *args]
+        self._env = get_default_environment() | env
+        self._cwd = cwd
+        self._on_stderr = on_stderr
+        self.process: trio.Process | None = None
+        self.exited = trio.Event()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[TransportStreams]:
+        process = await trio.lowlevel.open_process(
+            self._argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self._env,
+            cwd=self._cwd,
+            start_new_session=True,
+        )
+        self.process = process
+        to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](64)
+        write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](64)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_exit, process)
+                nursery.start_soon(self._pump_stdout, process, to_session)
+                nursery.start_soon(self._pump_stdin, process, from_session)
+                nursery.start_soon(self._pump_stderr, process)
+                try:
+                    yield read_stream, write_stream
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self._stop(process)
+                    nursery.cancel_scope.cancel()
+        finally:
+            for stream in (read_stream, write_stream, to_session, from_session):
+                stream.close()
+
+    async def _watch_exit(self, process: trio.Process) -> None:
+        await process.wait()
+        self.exited.set()
+
+    async def _pump_stdout(
+        self, process: trio.Process, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        dropping = False
+        async with to_session:
+            while chunk := await _receive(process.stdout):
+                start = 0
+                while (end := chunk.find(b"\n", start)) != -1:
+                    if dropping:
+                        dropping = False
+                    else:
+                        buffer += chunk[start:end]
+                        await self._deliver(bytes(buffer), to_session)
+                    buffer.clear()
+                    start = end + 1
+                if not dropping:
+                    buffer += chunk[start:]
+                    if len(buffer) > MAX_LINE:
+                        log.warning("server wrote a stdout line over %d bytes; dropping it", MAX_LINE)
+                        buffer.clear()
+                        dropping = True
+
+    async def _deliver(self, line: bytes, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]) -> None:
+        if not line.strip():
+            return
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            log.warning("server wrote a line that is not JSON-RPC on stdout: %.200r", line)
+            return
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await to_session.send(SessionMessage(message))
+
+    async def _pump_stdin(
+        self, process: trio.Process, from_session: anyio.abc.ObjectReceiveStream[SessionMessage]
+    ) -> None:
+        assert process.stdin is not None
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            async with from_session:
+                async for message in from_session:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send_all(data.encode() + b"\n")
+
+    async def _pump_stderr(self, process: trio.Process) -> None:
+        assert process.stderr is not None
+        pending = b""
+        while chunk := await _receive(process.stderr):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()[-MAX_STDERR_LINE:]
+            for line in lines:
+                self._on_stderr(line[:MAX_STDERR_LINE].decode(errors="replace").rstrip("\r"))
+        if pending:
+            self._on_stderr(pending.decode(errors="replace"))
+
+    async def _stop(self, process: trio.Process) -> None:
+        """Close stdin, then SIGTERM and SIGKILL the process group; every wait bounded."""
+        if process.stdin is not None:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await process.stdin.aclose()
+        with trio.move_on_after(STDIN_CLOSE_GRACE):
+            await process.wait()
+        kill_group(process.pid, signal.SIGTERM)
+        if process.returncode is None:
+            with trio.move_on_after(TERM_GRACE):
+                await process.wait()
+        kill_group(process.pid, signal.SIGKILL)
+        if process.returncode is None:
+            with trio.move_on_after(KILL_REAP):
+                await process.wait()
+            if process.returncode is None:
+                log.error("server process %d survived SIGKILL; abandoning it", process.pid)
+
+
+def kill_group(pgid: int, sig: signal.Signals) -> None:
+    """Signal a whole process group (the server and every child it started), if any is left."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
+    """The next chunk, or b"" at end of stream or when the pipe was closed under us."""
+    try:
+        return bytes(await stream.receive_some(READ_CHUNK))
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        return b""

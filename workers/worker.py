@@ -1,0 +1,250 @@
+"""One worker process: owns exactly one MCP session and serves the supervisor's calls.
+
+Above: the supervisor, reached through a DEALER on the worker link
+(``supervisor.protocol`` ``WorkerCommand`` in, ``WorkerEvent`` out). Below: one
+``mcp.Client`` session over the server's transport.
+
+Life of a worker:
+
+1. read one JSON ``WorkerBoot`` line from stdin; stdin then stays open as the
+   *lifeline*: end-of-file means the supervisor is gone (even after kill -9),
+   and the worker shuts its server down and exits;
+2. start the server, initialize, list every tool (following ``nextCursor``),
+   send ``Ready``;
+3. serve ``Invoke`` commands concurrently, each under its own budget: on
+   expiry the caller gets ``TIMEOUT`` and the SDK sends the server
+   ``notifications/cancelled``;
+4. exit when the server process exits (code 3), when start-up fails (code 4),
+   or when the lifeline closes (code 0).
+
+Log records and the server's stderr go to this process's stderr, one line
+each, as ``<levelno> <text>`` or ``S <server stderr line>``; the supervisor's
+keeper reads them into its own log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Final
+
+import msgspec
+import trio
+import zmq
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, Implementation
+from pydantic import ValidationError
+
+from supervisor import __version__
+from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
+from supervisor.protocol import (
+    Heartbeat,
+    Invoke,
+    InvokeFailed,
+    InvokeResult,
+    Ready,
+    WorkerBoot,
+    WorkerTool,
+    decode_worker_command,
+    encode,
+)
+from workers.results import to_tool_result
+from workers.stdio import CommandNotFound, StdioServer
+
+__all__ = ["main"]
+
+log = logging.getLogger("mcp_supervisor.worker")
+
+EXIT_LIFELINE: Final = 0  # the supervisor closed our stdin: an orderly stop
+EXIT_SERVER_DIED: Final = 3
+EXIT_START_FAILED: Final = 4
+MAX_TOOL_PAGES: Final = 1000  # a paginator that never ends cannot hang start-up
+
+
+class _LineHandler(logging.Handler):
+    """Writes each record as ``<levelno> <line>`` lines the keeper can parse."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            sys.stderr.write("".join(f"{record.levelno} {line}\n" for line in text.splitlines() or [""]))
+            sys.stderr.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def _server_stderr(line: str) -> None:
+    sys.stderr.write(f"S {line}\n")
+    sys.stderr.flush()
+
+
+class Worker:
+    def __init__(self, boot: WorkerBoot, link: TrioSocket) -> None:
+        self.boot = boot
+        self.link = link
+        self.exit_code = EXIT_LIFELINE
+        self.tools: set[str] = set()
+
+    async def run(self) -> int:
+        spec = self.boot.spec
+        if spec.transport != "stdio" or spec.command is None:
+            log.error("transport %r is not supported by this worker yet", spec.transport)
+            return EXIT_START_FAILED
+        try:
+            server = StdioServer(
+                spec.command, list(spec.args), env=dict(spec.env), cwd=spec.cwd, on_stderr=_server_stderr
+            )
+        except CommandNotFound as exc:
+            log.error("cannot start server: %s", exc)
+            return EXIT_START_FAILED
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_lifeline, nursery.cancel_scope)
+            nursery.start_soon(self._watch_server, server, nursery.cancel_scope)
+            try:
+                async with Client(
+                    server.connect(),
+                    cache=None,
+                    client_info=Implementation(name="mcp-supervisor", version=__version__),
+                ) as client:
+                    tools = await _list_all_tools(client)
+                    self.tools = {tool.name for tool in tools}
+                    self._send(Ready(tools=tools, server_pid=server.pid, server_name=_server_name(client)))
+                    await self._serve(client)
+            except (OSError, MCPError, ValidationError, CommandNotFound) as exc:
+                if self.exit_code == EXIT_LIFELINE and not server.exited.is_set():
+                    log.error("server start-up failed: %s", exc)
+                    self.exit_code = EXIT_START_FAILED
+            nursery.cancel_scope.cancel()
+        return self.exit_code
+
+    async def _watch_lifeline(self, scope: trio.CancelScope) -> None:
+        while True:
+            await trio.lowlevel.wait_readable(0)
+            if not os.read(0, 4096):
+                log.debug("supervisor closed the lifeline; stopping")
+                scope.cancel()
+                return
+
+    async def _watch_server(self, server: StdioServer, scope: trio.CancelScope) -> None:
+        await server.exited.wait()
+        code = server.process.returncode if server.process is not None else None
+        log.error("server process exited with code %s", code)
+        self.exit_code = EXIT_SERVER_DIED
+        scope.cancel()
+
+    async def _serve(self, client: Client) -> None:
+        async with trio.open_nursery() as calls:
+            while True:
+                for frames in await self.link.receive_batch():
+                    try:
+                        command = decode_worker_command(frames[-1])
+                    except msgspec.ValidationError as exc:
+                        log.error("undecodable command from the supervisor: %s", exc)
+                        continue
+                    match command:
+                        case Invoke():
+                            calls.start_soon(self._call, client, command)
+                        case Heartbeat():
+                            self._send(Heartbeat())
+
+    async def _call(self, client: Client, invoke: Invoke) -> None:
+        call = invoke.call
+        try:
+            arguments: Any = msgspec.msgpack.decode(invoke.arguments)
+        except msgspec.DecodeError as exc:
+            return self._fail(call, "INVALID_ARGUMENTS", f"arguments do not decode: {exc}")
+        if not isinstance(arguments, dict):
+            return self._fail(
+                call, "INVALID_ARGUMENTS", f"arguments must be an object, not {type(arguments).__name__}"
+            )
+        if invoke.tool not in self.tools:
+            return self._fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
+        try:
+            with trio.fail_after(invoke.budget):
+                result = await client.call_tool(invoke.tool, arguments)
+        except trio.TooSlowError:
+            return self._fail(
+                call,
+                "TIMEOUT",
+                f"tool {invoke.tool!r} did not finish within {invoke.budget:g} s; the server was told to cancel",
+            )
+        except MCPError as exc:
+            code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
+            return self._fail(call, code, f"tool {invoke.tool!r}: {exc} (JSON-RPC error {exc.code})")
+        except ValidationError as exc:
+            return self._fail(call, "SERVER_ERROR", f"tool {invoke.tool!r} returned an invalid result: {exc}")
+        except Exception as exc:  # boundary: one call's failure must not end the worker
+            log.exception("call to tool %r failed", invoke.tool)
+            return self._fail(call, "INTERNAL", f"tool {invoke.tool!r}: {type(exc).__name__}: {exc}")
+        self._send(InvokeResult(call=call, result=msgspec.Raw(encode(to_tool_result(result)))))
+
+    def _fail(self, call: int, code: str, message: str) -> None:
+        self._send(InvokeFailed(call=call, code=code, message=message))
+
+    def _send(self, event: Ready | InvokeResult | InvokeFailed | Heartbeat) -> None:
+        self.link.send_nowait([encode(event)])
+
+
+def _server_name(client: Client) -> str:
+    info = client.server_info
+    return f"{info.name} {info.version}" if info is not None else ""
+
+
+async def _list_all_tools(client: Client) -> list[WorkerTool]:
+    tools: list[WorkerTool] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        for tool in page.tools:
+            tools.append(
+                WorkerTool(
+                    name=tool.name,
+                    description=tool.description or "",
+                    input_schema=tool.input_schema,
+                    title=tool.title,
+                    output_schema=tool.output_schema,
+                    annotations=tool.annotations.model_dump(by_alias=True, exclude_none=True)
+                    if tool.annotations
+                    else None,
+                )
+            )
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    log.warning("tools/list still had more pages after %d; using the tools seen so far", MAX_TOOL_PAGES)
+    return tools
+
+
+def _connect(boot: WorkerBoot) -> TrioSocket:
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.ROUTING_ID, boot.identity.encode())
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+    sock.connect(boot.endpoint)
+    return TrioSocket(sock)
+
+
+def main() -> int:
+    handler = _LineHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    try:
+        boot = msgspec.json.decode(sys.stdin.buffer.readline(), type=WorkerBoot)
+    except msgspec.DecodeError as exc:
+        log.error("bad boot message on stdin: %s", exc)
+        return EXIT_START_FAILED
+    logging.getLogger().setLevel(boot.log_level)
+    link = _connect(boot)
+    try:
+        return trio.run(Worker(boot, link).run)
+    except KeyboardInterrupt:
+        return EXIT_LIFELINE
+    finally:
+        link.close()
+        zmq.Context.instance().term()
