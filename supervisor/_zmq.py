@@ -16,15 +16,24 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, cast
 
 import trio
 import zmq
 
-__all__ = ["BATCH", "MAX_MESSAGE_SIZE", "TrioSocket", "Unroutable", "bind_router"]
+__all__ = ["BATCH", "MAX_MESSAGE_SIZE", "TrioSocket", "Unroutable", "bind_router", "fd_of", "readable"]
 
 BATCH: Final = 256  # messages taken per wake-up before yielding to other tasks
 MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024  # bytes; a larger frame drops the peer's connection
+
+
+def fd_of(sock: zmq.Socket[bytes]) -> int:
+    return cast(int, sock.getsockopt(zmq.FD))
+
+
+def readable(sock: zmq.Socket[bytes]) -> bool:
+    """Whether a message is queued; also re-arms the FD's edge (see the module docstring)."""
+    return bool(cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
 
 class Unroutable(Exception):
@@ -36,7 +45,7 @@ class TrioSocket:
 
     def __init__(self, sock: zmq.Socket[bytes]) -> None:
         self.sock = sock
-        self._fd: int = sock.getsockopt(zmq.FD)
+        self._fd = fd_of(sock)
         self._waiting: trio.CancelScope | None = None
 
     def send_nowait(self, frames: Sequence[bytes]) -> None:
@@ -48,7 +57,7 @@ class TrioSocket:
                 raise Unroutable(str(exc)) from exc
             raise
         finally:
-            if self._waiting is not None and self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if self._waiting is not None and readable(self.sock):
                 self._waiting.cancel()
 
     async def receive_batch(self) -> list[list[bytes]]:
@@ -67,7 +76,7 @@ class TrioSocket:
             with trio.CancelScope() as scope:
                 self._waiting = scope
                 try:
-                    if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    if not readable(sock):
                         await trio.lowlevel.wait_readable(self._fd)
                 finally:
                     self._waiting = None

@@ -159,8 +159,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_table(
             ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "LAST_ERROR"),
             [
-                (r.server, r.state, _dash(r.worker_pid), _dash(r.server_pid), str(r.restarts), str(r.tools),
-                 (r.last_error or "-")[:80])
+                (
+                    r.server,
+                    r.state,
+                    _dash(r.worker_pid),
+                    _dash(r.server_pid),
+                    str(r.restarts),
+                    str(r.tools),
+                    (r.last_error or "-")[:80],
+                )
                 for r in rows
             ],
         )
@@ -207,9 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", parents=[common], help="run the supervisor in the foreground (Ctrl-C stops it)")
+    run = sub.add_parser(
+        "run", parents=[common], help="run the supervisor in the foreground (Ctrl-C stops it)"
+    )
     run.add_argument(
-        "config", nargs="?",
+        "config",
+        nargs="?",
         help="mcpServers JSON file (default: $MCP_SUPERVISOR_CONFIG, ./mcp.json, ./config/mcp.json, "
         "~/.config/mcp-supervisor/mcp.json)",
     )

@@ -24,8 +24,8 @@ import itertools
 import math
 import threading
 from collections.abc import Mapping
-from types import TracebackType
 from time import monotonic
+from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
 import anyio
@@ -33,7 +33,7 @@ import anyio.abc
 import msgspec
 import zmq
 
-from supervisor._zmq import MAX_MESSAGE_SIZE
+from supervisor._zmq import MAX_MESSAGE_SIZE, fd_of, readable
 from supervisor.errors import SupervisorError, SupervisorUnreachableError, ToolExecutionError, error_for
 from supervisor.paths import ipc_path, resolve_endpoint
 from supervisor.protocol import (
@@ -56,10 +56,19 @@ from supervisor.protocol import (
     encode,
 )
 
-__all__ = ["AsyncSupervisorClient", "ServerStatus", "SupervisorClient", "ToolInfo", "ToolResult", "openai_tool"]
+__all__ = [
+    "AsyncSupervisorClient",
+    "ServerStatus",
+    "SupervisorClient",
+    "ToolInfo",
+    "ToolResult",
+    "openai_tool",
+]
 
 REQUEST_TIMEOUT: Final = 10.0  # seconds to wait for an answer to list/status/restart/ping
-CALL_WAIT_WITHOUT_TIMEOUT: Final = 3600.0  # seconds a call with no timeout waits (the server's toolTimeout rules)
+CALL_WAIT_WITHOUT_TIMEOUT: Final = (
+    3600.0  # seconds a call with no timeout waits (the server's toolTimeout rules)
+)
 REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client stops waiting
 
 _decode_result = msgspec.msgpack.Decoder(ToolResult).decode
@@ -92,7 +101,9 @@ def _new_socket(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socke
 def _call_request(id: int, name: str, arguments: Mapping[str, Any] | None, timeout: float | None) -> CallTool:
     if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    return CallTool(id=id, name=name, arguments=msgspec.Raw(_encode_arguments(arguments or {})), timeout=timeout)
+    return CallTool(
+        id=id, name=name, arguments=msgspec.Raw(_encode_arguments(arguments or {})), timeout=timeout
+    )
 
 
 def _call_wait(timeout: float | None) -> float:
@@ -203,13 +214,15 @@ class SupervisorClient:
             if not sock.poll(max(1, math.ceil(remaining * 1000))):
                 continue
             try:
-                reply = decode_front_reply(sock.recv())
+                reply: FrontReply = decode_front_reply(sock.recv())
             except msgspec.DecodeError as exc:
                 raise SupervisorError(f"undecodable reply from {self.endpoint}: {exc}") from exc
             if reply.id == request.id:
                 return reply
             # a late reply to an earlier request this thread gave up on: drop it
-        raise SupervisorUnreachableError(f"no answer from the supervisor at {self.endpoint} within {wait:g} s")
+        raise SupervisorUnreachableError(
+            f"no answer from the supervisor at {self.endpoint} within {wait:g} s"
+        )
 
 
 class AsyncSupervisorClient:
@@ -275,7 +288,7 @@ class AsyncSupervisorClient:
         if sock is None:
             raise SupervisorError("use the client as 'async with AsyncSupervisorClient() as sup'")
         wait = self.request_timeout if wait is None else wait
-        done, slot = anyio.Event(), []
+        done, slot = anyio.Event(), list[FrontReply]()
         self._waiters[request.id] = (done, slot)
         try:
             sock.send(encode(request), zmq.NOBLOCK)
@@ -285,19 +298,22 @@ class AsyncSupervisorClient:
         finally:
             del self._waiters[request.id]
         if not slot:
-            raise SupervisorUnreachableError(f"no answer from the supervisor at {self.endpoint} within {wait:g} s")
-        return slot[0]
+            raise SupervisorUnreachableError(
+                f"no answer from the supervisor at {self.endpoint} within {wait:g} s"
+            )
+        reply: FrontReply = slot[0]
+        return reply
 
     def _wake_reader_if_readable(self) -> None:
         # A send can consume the FD's edge while the reader waits on it.
         assert self._sock is not None
-        if self._reading is not None and self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if self._reading is not None and readable(self._sock):
             self._reading.cancel()
 
     async def _read_replies(self) -> None:
         sock = self._sock
         assert sock is not None
-        fd = sock.getsockopt(zmq.FD)
+        fd = fd_of(sock)
         while True:
             try:
                 while True:
@@ -314,7 +330,7 @@ class AsyncSupervisorClient:
             with anyio.CancelScope() as scope:
                 self._reading = scope
                 try:
-                    if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    if not readable(sock):
                         await anyio.wait_readable(fd)
                 finally:
                     self._reading = None

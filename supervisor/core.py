@@ -20,7 +20,6 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-import os
 from dataclasses import dataclass
 from typing import Final
 
@@ -121,10 +120,7 @@ class Supervisor:
             for endpoint in (self.endpoint, self.worker_endpoint):
                 path = ipc_path(endpoint)
                 if path is not None:
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
+                    path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------ keepers
 
@@ -155,7 +151,9 @@ class Supervisor:
                 try:
                     request = decode_front_request(payload)
                 except msgspec.DecodeError as exc:
-                    self._reply(caller, ErrorReply(id=_salvage_id(payload), code="BAD_REQUEST", message=str(exc)))
+                    self._reply(
+                        caller, ErrorReply(id=_salvage_id(payload), code="BAD_REQUEST", message=str(exc))
+                    )
                     continue
                 match request:
                     case CallTool():
@@ -248,8 +246,12 @@ class Supervisor:
                         pending = self._settle(call, keeper)
                         if pending is not None:
                             if code not in ("TIMEOUT", "UNKNOWN_TOOL", "INVALID_ARGUMENTS"):
-                                log.error("server %r tool %r: %s: %s", keeper.name, pending.tool, code, message)
-                            self._error(pending.caller, pending.id, code, f"server {keeper.name!r}: {message}")
+                                log.error(
+                                    "server %r tool %r: %s: %s", keeper.name, pending.tool, code, message
+                                )
+                            self._error(
+                                pending.caller, pending.id, code, f"server {keeper.name!r}: {message}"
+                            )
                     case Started(server_pid=pid):
                         keeper.started(pid)
                     case Ready():
@@ -284,9 +286,15 @@ class Supervisor:
                 if pending is None or pending.deadline > now:
                     continue
                 self._settle(call, pending.keeper)
-                log.error("server %r tool %r: worker gave no answer by the deadline", pending.keeper.name, pending.tool)
+                log.error(
+                    "server %r tool %r: worker gave no answer by the deadline",
+                    pending.keeper.name,
+                    pending.tool,
+                )
                 self._error(
-                    pending.caller, pending.id, "TIMEOUT",
+                    pending.caller,
+                    pending.id,
+                    "TIMEOUT",
                     f"server {pending.keeper.name!r} did not answer tool {pending.tool!r} in time",
                 )
 

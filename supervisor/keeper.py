@@ -14,7 +14,6 @@ disabled in the config or stopped on shutdown.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import trio
 
+from supervisor._process import kill_group
 from supervisor.config import ServerSpec
 from supervisor.policy import RestartPolicy, RestartTracker
 from supervisor.protocol import Ready, ServerStatus, WorkerBoot, WorkerState
@@ -105,8 +105,11 @@ class Keeper:
                 log.error(
                     "server %r failed: more than %d restarts in %g s; last error: %s "
                     "(run 'mcp-supervisor restart %s' to try again)",
-                    self.name, self.tracker.policy.max_restarts, self.tracker.policy.window,
-                    self.last_error, self.name,
+                    self.name,
+                    self.tracker.policy.max_restarts,
+                    self.tracker.policy.window,
+                    self.last_error,
+                    self.name,
                 )
                 waiting = True
                 continue
@@ -181,10 +184,7 @@ class Keeper:
             with trio.move_on_after(KILL_REAP_TIMEOUT):
                 await process.wait()
         if self.server_pid is not None:  # the worker may have died without stopping its server
-            try:
-                os.killpg(self.server_pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(self.server_pid, signal.SIGKILL)
         self.worker_pid = None
         self.server_pid = None
 
@@ -210,7 +210,10 @@ class Keeper:
         infos = self.sup.registry.replace(self.name, event.tools)
         log.info(
             "server %r ready: %d tools in %.2f s (%s)",
-            self.name, len(infos), now - self._started_at, event.server_name or "unnamed server",
+            self.name,
+            len(infos),
+            now - self._started_at,
+            event.server_name or "unnamed server",
         )
 
     async def _pump_stderr(self, stream: trio.abc.ReceiveStream) -> None:

@@ -15,7 +15,14 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["ENDPOINT_ENV", "default_endpoint", "ensure_runtime_dir", "ipc_path", "resolve_endpoint", "runtime_dir"]
+__all__ = [
+    "ENDPOINT_ENV",
+    "default_endpoint",
+    "ensure_runtime_dir",
+    "ipc_path",
+    "resolve_endpoint",
+    "runtime_dir",
+]
 
 ENDPOINT_ENV = "MCP_SUPERVISOR_ENDPOINT"
 

@@ -47,9 +47,9 @@ __all__ = [
     "ToolInfo",
     "ToolList",
     "ToolResult",
+    "WorkerBoot",
     "WorkerCommand",
     "WorkerEvent",
-    "WorkerBoot",
     "WorkerTool",
     "decode_front_reply",
     "decode_front_request",
@@ -75,7 +75,7 @@ ERROR_CODES: Final[frozenset[str]] = frozenset(ErrorCode.__args__)  # type: igno
 WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped"]
 
 
-class _Message(msgspec.Struct, tag=True, frozen=True, kw_only=True, omit_defaults=True):
+class _Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
     """Base of every wire message; the tag is the class name."""
 
 
@@ -141,7 +141,7 @@ class ListTools(_Message):
 
 
 class CallTool(_Message):
-    """Call a prefixed tool. ``timeout`` is a relative budget in seconds; None means the server's toolTimeout."""
+    """Call a prefixed tool; ``timeout`` is a relative budget in seconds (None: the server's toolTimeout)."""
 
     id: int
     name: str

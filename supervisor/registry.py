@@ -143,6 +143,11 @@ class Registry:
             holder = self._routes[base]
             log.warning(
                 "tool %r of server %r maps to %r, already used by tool %r of server %r; registered as %r",
-                tool, server, base, holder.tool, holder.server, name,
+                tool,
+                server,
+                base,
+                holder.tool,
+                holder.server,
+                name,
             )
         return name

@@ -33,6 +33,8 @@ from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from supervisor._process import kill_group
+
 __all__ = ["CommandNotFound", "StdioServer"]
 
 log = logging.getLogger("mcp_supervisor.worker.stdio")
@@ -143,7 +145,9 @@ class StdioServer:
                         buffer.clear()
                         dropping = True
 
-    async def _deliver(self, line: bytes, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]) -> None:
+    async def _deliver(
+        self, line: bytes, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+    ) -> None:
         if not line.strip():
             return
         try:
@@ -192,12 +196,6 @@ class StdioServer:
                 await process.wait()
             if process.returncode is None:
                 log.error("server process %d survived SIGKILL; abandoning it", process.pid)
-
-
-def kill_group(pgid: int, sig: signal.Signals) -> None:
-    """Signal a whole process group (the server and every child it started), if any is left."""
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:

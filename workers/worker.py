@@ -170,7 +170,7 @@ class Worker:
             return self._fail(
                 call,
                 "TIMEOUT",
-                f"tool {invoke.tool!r} did not finish within {invoke.budget:g} s; the server was told to cancel",
+                f"tool {invoke.tool!r} did not finish within {invoke.budget:g} s; the server was sent a cancel",
             )
         except MCPError as exc:
             code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
