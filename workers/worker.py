@@ -170,7 +170,7 @@ class Worker:
             return self._fail(
                 call,
                 "TIMEOUT",
-                f"tool {invoke.tool!r} did not finish within {invoke.budget:g} s; the server was sent a cancel",
+                f"tool {invoke.tool!r} ran past its {invoke.budget:g} s budget; the server was sent a cancel",
             )
         except MCPError as exc:
             code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
