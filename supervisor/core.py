@@ -245,10 +245,8 @@ class Supervisor:
                     case InvokeFailed(call=call, code=code, message=message):
                         pending = self._settle(call, keeper)
                         if pending is not None:
-                            if code not in ("TIMEOUT", "UNKNOWN_TOOL", "INVALID_ARGUMENTS"):
-                                log.error(
-                                    "server %r tool %r: %s: %s", keeper.name, pending.tool, code, message
-                                )
+                            if code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS"):  # the caller's mistakes
+                                log.error("server %r: %s: %s", keeper.name, code, message)
                             self._error(
                                 pending.caller, pending.id, code, f"server {keeper.name!r}: {message}"
                             )

@@ -29,6 +29,10 @@ import os
 import sys
 from typing import Any, Final
 
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.protocols
+import jsonschema.validators
 import msgspec
 import trio
 import zmq
@@ -85,7 +89,7 @@ class Worker:
         self.boot = boot
         self.link = link
         self.exit_code = EXIT_LIFELINE
-        self.tools: set[str] = set()
+        self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
 
     async def run(self) -> int:
         spec = self.boot.spec
@@ -109,7 +113,7 @@ class Worker:
                     client_info=Implementation(name="mcp-supervisor", version=__version__),
                 ) as client:
                     tools = await _list_all_tools(client)
-                    self.tools = {tool.name for tool in tools}
+                    self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
                     self._send(Ready(tools=tools, server_pid=server.pid, server_name=_server_name(client)))
                     await self._serve(client)
             except (OSError, MCPError, ValidationError, CommandNotFound) as exc:
@@ -159,8 +163,12 @@ class Worker:
             return self._fail(
                 call, "INVALID_ARGUMENTS", f"arguments must be an object, not {type(arguments).__name__}"
             )
-        if invoke.tool not in self.tools:
+        if invoke.tool not in self.validators:
             return self._fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
+        validator = self.validators[invoke.tool]
+        if validator is not None and (error := jsonschema.exceptions.best_match(validator.iter_errors(arguments))):
+            where = "/".join(str(part) for part in error.absolute_path) or "arguments"
+            return self._fail(call, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}")
         if log.isEnabledFor(logging.DEBUG):
             log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
         try:
@@ -187,6 +195,18 @@ class Worker:
 
     def _send(self, event: Ready | InvokeResult | InvokeFailed | Heartbeat) -> None:
         self.link.send_nowait([encode(event)])
+
+
+def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
+    """A validator for a tool's arguments; None when the schema itself is unusable (the server decides)."""
+    if not isinstance(schema, dict):
+        return None
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError:
+        return None
+    return cls(schema)
 
 
 def _server_name(client: Client) -> str:

@@ -1,0 +1,7 @@
+"""``python -m supervisor``: the same as the ``mcp-supervisor`` command."""
+
+import sys
+
+from supervisor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,112 @@
+"""Real supervisor processes for end-to-end tests (used through the ``start_supervisor`` fixture).
+
+``SupervisorProcess`` starts ``python -m supervisor run CONFIG`` on a private
+ipc endpoint, waits (bounded) until every enabled server is ready, and on
+``stop()`` sends SIGINT and waits (bounded) for it to exit. Its log goes to a
+file the tests can read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.client import SupervisorClient
+from supervisor.errors import SupervisorUnreachableError
+from supervisor.protocol import ServerStatus
+
+TEST_SERVER = Path(__file__).parent.parent / "servers" / "mcp_test_server.py"
+START_TIMEOUT = 60.0  # seconds for every server to be ready (workers import the SDK: ~1 s each)
+STOP_TIMEOUT = 20.0  # seconds for the supervisor to exit after SIGINT
+
+
+def stdio_test_server(**env: str | int) -> dict[str, Any]:
+    """A config entry that runs the repository's stdio test server."""
+    return {"command": sys.executable, "args": [str(TEST_SERVER)], "env": {k: str(v) for k, v in env.items()}}
+
+
+def poll(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
+    """Call ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    if pid is None:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class SupervisorProcess:
+    def __init__(self, tmp: Path, servers: dict[str, Any], *, log_level: str = "debug") -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp
+        self.config = tmp / "mcp.json"
+        self.config.write_text(json.dumps({"mcpServers": servers}))
+        self.endpoint = f"ipc://{tmp}/supervisor.sock"
+        self.log_path = tmp / "supervisor.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", str(self.config), "--endpoint", self.endpoint,
+             "--log-level", log_level],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.client = SupervisorClient(self.endpoint, request_timeout=5.0)
+        self.state_dir = tmp
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def status(self) -> dict[str, ServerStatus]:
+        return {row.server: row for row in self.client.status()}
+
+    def wait_states(self, timeout: float = START_TIMEOUT, **states: str) -> dict[str, ServerStatus]:
+        """Wait until each named server is in the given state (default: every enabled one ready)."""
+
+        def check() -> dict[str, ServerStatus] | None:
+            if self.process.poll() is not None:
+                pytest.fail(f"supervisor exited with {self.process.returncode}:\n{self.log}")
+            try:
+                rows = self.status()
+            except SupervisorUnreachableError:
+                return None
+            wanted = states or {name: "ready" for name, row in rows.items() if row.state != "stopped"}
+            return rows if all(rows[name].state == state for name, state in wanted.items()) else None
+
+        return poll(f"server states {states or 'all ready'}", check, timeout)  # type: ignore[no-any-return]
+
+    def stop(self, sig: signal.Signals = signal.SIGINT) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+                pytest.fail(f"supervisor did not exit within {STOP_TIMEOUT} s of {sig.name}")
+        self.client.close()
+        self._log.close()
+        return self.process.returncode
