@@ -205,7 +205,6 @@ class Keeper:
         now = trio.current_time()
         self.state = "ready"
         self.server_pid = event.server_pid
-        self.last_error = None
         self.tracker.ready(now)
         infos = self.sup.registry.replace(self.name, event.tools)
         log.info(

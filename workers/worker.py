@@ -38,7 +38,7 @@ import trio
 import zmq
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, Implementation
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, Implementation
 from pydantic import ValidationError
 
 from supervisor import __version__
@@ -89,6 +89,7 @@ class Worker:
         self.boot = boot
         self.link = link
         self.exit_code = EXIT_LIFELINE
+        self._scope = trio.CancelScope()
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
 
     async def run(self) -> int:
@@ -104,8 +105,9 @@ class Worker:
             log.error("cannot start server: %s", exc)
             return EXIT_START_FAILED
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._watch_lifeline, nursery.cancel_scope)
-            nursery.start_soon(self._watch_server, server, nursery.cancel_scope)
+            self._scope = nursery.cancel_scope
+            nursery.start_soon(self._watch_lifeline)
+            nursery.start_soon(self._watch_server, server)
             try:
                 async with Client(
                     server.connect(),
@@ -116,27 +118,32 @@ class Worker:
                     self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
                     self._send(Ready(tools=tools, server_pid=server.pid, server_name=_server_name(client)))
                     await self._serve(client)
-            except (OSError, MCPError, ValidationError, CommandNotFound) as exc:
-                if self.exit_code == EXIT_LIFELINE and not server.exited.is_set():
+            except (OSError, MCPError, ValidationError) as exc:
+                if not self._scope.cancel_called:
                     log.error("server start-up failed: %s", exc)
-                    self.exit_code = EXIT_START_FAILED
-            nursery.cancel_scope.cancel()
+                self._end(EXIT_START_FAILED)
+            self._end(self.exit_code)
         return self.exit_code
 
-    async def _watch_lifeline(self, scope: trio.CancelScope) -> None:
+    def _end(self, exit_code: int) -> None:
+        """Stop everything; the first reason to end wins."""
+        if not self._scope.cancel_called:
+            self.exit_code = exit_code
+            self._scope.cancel()
+
+    async def _watch_lifeline(self) -> None:
         while True:
             await trio.lowlevel.wait_readable(0)
             if not os.read(0, 4096):
                 log.debug("supervisor closed the lifeline; stopping")
-                scope.cancel()
+                self._end(EXIT_LIFELINE)
                 return
 
-    async def _watch_server(self, server: StdioServer, scope: trio.CancelScope) -> None:
+    async def _watch_server(self, server: StdioServer) -> None:
         await server.exited.wait()
         code = server.process.returncode if server.process is not None else None
         log.error("server process exited with code %s", code)
-        self.exit_code = EXIT_SERVER_DIED
-        scope.cancel()
+        self._end(EXIT_SERVER_DIED)
 
     async def _serve(self, client: Client) -> None:
         async with trio.open_nursery() as calls:
@@ -144,7 +151,7 @@ class Worker:
                 for frames in await self.link.receive_batch():
                     try:
                         command = decode_worker_command(frames[-1])
-                    except msgspec.ValidationError as exc:
+                    except msgspec.DecodeError as exc:
                         log.error("undecodable command from the supervisor: %s", exc)
                         continue
                     match command:
@@ -181,6 +188,12 @@ class Worker:
                 f"tool {invoke.tool!r} ran past its {invoke.budget:g} s budget; the server was sent a cancel",
             )
         except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                # The session is gone: end the worker; the supervisor fails this call
+                # with WORKER_CRASHED and the server's last stderr lines.
+                log.error("the connection to the server closed during a call to %r", invoke.tool)
+                self._end(EXIT_SERVER_DIED)
+                return None
             code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
             return self._fail(call, code, f"tool {invoke.tool!r}: {exc} (JSON-RPC error {exc.code})")
         except ValidationError as exc:

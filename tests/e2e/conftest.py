@@ -31,21 +31,19 @@ def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., SupervisorProcess
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
     """One supervisor for the tests of a module that only call tools: the test server and mcp-server-time."""
-    state = tmp_path_factory.mktemp("state")
     sup = SupervisorProcess(
         tmp_path_factory.mktemp("shared"),
         {
             "test": stdio_test_server(
                 TEST_SERVER_PAGE_SIZE=3,
                 TEST_SERVER_EXTRA_TOOLS=7,
-                TEST_SERVER_STATE_DIR=state,
+                TEST_SERVER_STATE_DIR="{state}",
                 TEST_SERVER_STARTUP_STDERR="test server says hello",
                 SECRET_TOKEN="s3cr3t-d0-not-log",
             ),
             "time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"], "toolTimeout": 10},
         },
     )
-    sup.state_dir = state
     try:
         sup.wait_states()
         yield sup

@@ -58,12 +58,17 @@ def alive(pid: int | None) -> bool:
 
 
 class SupervisorProcess:
-    def __init__(self, tmp: Path, servers: dict[str, Any], *, log_level: str = "debug") -> None:
-        tmp.mkdir(parents=True, exist_ok=True)
+    def __init__(
+        self, tmp: Path, servers: dict[str, Any], *, log_level: str = "debug", endpoint: str | None = None
+    ) -> None:
+        """Start it; ``{state}`` in a server's env values becomes a fresh directory (``state_dir``)."""
         self.tmp = tmp
+        self.state_dir = tmp / "state"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         self.config = tmp / "mcp.json"
-        self.config.write_text(json.dumps({"mcpServers": servers}))
-        self.endpoint = f"ipc://{tmp}/supervisor.sock"
+        text = json.dumps({"mcpServers": servers}).replace("{state}", str(self.state_dir))
+        self.config.write_text(text)
+        self.endpoint = endpoint or f"ipc://{tmp}/supervisor.sock"
         self.log_path = tmp / "supervisor.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
@@ -74,7 +79,6 @@ class SupervisorProcess:
             stderr=subprocess.STDOUT,
         )
         self.client = SupervisorClient(self.endpoint, request_timeout=5.0)
-        self.state_dir = tmp
 
     @property
     def log(self) -> str:

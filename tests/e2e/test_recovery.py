@@ -1,0 +1,145 @@
+"""Crashes, restarts and shutdown, with real supervisor, worker and server processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from supervisor.errors import ServerUnavailableError, SupervisorError, WorkerCrashedError
+from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
+
+pytestmark = pytest.mark.e2e
+
+Start = Callable[..., SupervisorProcess]
+
+
+def _call_in_thread(sup: SupervisorProcess, name: str, args: dict[str, object], timeout: float) -> dict[str, object]:
+    """Start a blocking call in a thread; the dict gets 'error' or 'result', and 'at' (monotonic)."""
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = sup.client.call_tool(name, args, timeout=timeout)
+        except SupervisorError as exc:
+            outcome["error"] = exc
+        outcome["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    outcome["thread"] = thread
+    return outcome
+
+
+def _wait_started(state_dir: Path, tag: str) -> None:
+    poll(f"the server to start the call {tag!r}", (state_dir / f"{tag}.started").exists, 20)
+
+
+def test_kill_9_of_the_server_fails_inflight_calls_at_once_and_recovers(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}"), "other": stdio_test_server()})
+    before = sup.status()
+    call = _call_in_thread(sup, "mcp_test_slow", {"seconds": 60, "tag": "inflight"}, timeout=60)
+    _wait_started(sup.state_dir, "inflight")
+    killed_at = time.monotonic()
+    os.kill(before["test"].server_pid, signal.SIGKILL)
+    call["thread"].join(10)
+    assert isinstance(call.get("error"), WorkerCrashedError), call
+    assert call["at"] - killed_at < 5  # at once, not at the 60 s deadline
+    assert "test" in str(call["error"])
+    after = sup.wait_states(test="ready")
+    assert after["test"].restarts == 1
+    assert after["test"].server_pid != before["test"].server_pid
+    assert sup.client.call_tool("mcp_test_echo", {"text": "back"}, timeout=10).text == "back"
+    # the other server never noticed
+    assert after["other"].worker_pid == before["other"].worker_pid
+    assert after["other"].restarts == 0
+
+
+def test_kill_9_of_the_worker_recovers_and_takes_its_server_with_it(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server(), "other": stdio_test_server()})
+    before = sup.status()
+    os.kill(before["test"].worker_pid, signal.SIGKILL)
+    poll("the orphaned server to be killed", lambda: not alive(before["test"].server_pid), 10)
+    after = sup.wait_states(test="ready", other="ready")
+    assert after["test"].worker_pid != before["test"].worker_pid
+    assert "SIGKILL" in (sup.log)
+    assert sup.client.call_tool("mcp_test_echo", {"text": "back"}, timeout=10).text == "back"
+    assert after["other"].worker_pid == before["other"].worker_pid
+
+
+def test_crash_mid_call_reports_the_server_stderr_tail(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server()})
+    with pytest.raises(WorkerCrashedError, match="crashing with 7"):
+        sup.client.call_tool("mcp_test_crash", {"code": 7}, timeout=10)
+    assert "crashing with 7" in (sup.wait_states(test="ready")["test"].last_error or "")
+    assert sup.client.call_tool("mcp_test_echo", {"text": "back"}, timeout=10).text == "back"
+
+
+def test_server_that_keeps_crashing_ends_failed_and_calls_fail_at_once(start_supervisor: Start) -> None:
+    sup = start_supervisor(
+        {"broken": {"command": "mcp-no-such-command-anywhere"}, "test": stdio_test_server()}, wait=False
+    )
+    rows = sup.wait_states(timeout=60, broken="failed", test="ready")
+    assert rows["broken"].restarts == 5
+    assert "not found" in (rows["broken"].last_error or "")
+    assert rows["broken"].worker_pid is None
+    started = time.monotonic()
+    with pytest.raises(ServerUnavailableError, match="broken"):
+        sup.client.call_tool("mcp_broken_anything", {})
+    assert time.monotonic() - started < 1
+    assert sup.client.call_tool("mcp_test_echo", {"text": "fine"}).text == "fine"
+    # an operator's restart resets the policy: it tries again (and fails again)
+    sup.client.restart("broken")
+    poll("the restarted server to be tried again", lambda: sup.status()["broken"].state != "failed", 10)
+
+
+def test_slow_server_never_delays_the_others(start_supervisor: Start) -> None:
+    sup = start_supervisor({"slow": stdio_test_server(TEST_SERVER_INIT_DELAY=30), "fast": stdio_test_server()}, wait=False)
+    rows = sup.wait_states(fast="ready")
+    assert rows["slow"].state == "starting"
+    assert sup.client.call_tool("mcp_fast_echo", {"text": "now"}).text == "now"
+    started = time.monotonic()
+    with pytest.raises(ServerUnavailableError, match="'slow' is starting"):
+        sup.client.call_tool("mcp_slow_echo", {"text": "now"}, timeout=20)
+    assert time.monotonic() - started < 1
+
+
+def test_restart_replaces_one_worker_and_the_others_never_notice(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server(), "other": stdio_test_server()})
+    before = sup.status()
+    sup.client.restart("test")
+    poll("a new worker", lambda: sup.status()["test"].worker_pid not in (None, before["test"].worker_pid), 20)
+    # while it restarts, the other server answers
+    assert sup.client.call_tool("mcp_other_echo", {"text": "during"}).text == "during"
+    after = sup.wait_states(test="ready")
+    assert not alive(before["test"].worker_pid)
+    assert not alive(before["test"].server_pid)
+    assert after["test"].restarts == 0  # an operator's restart is not a failure
+    assert after["other"].worker_pid == before["other"].worker_pid
+    assert sup.client.call_tool("mcp_test_echo", {"text": "after"}).text == "after"
+    with pytest.raises(SupervisorError, match="no server named 'nobody'"):
+        sup.client.restart("nobody")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_run_leaves_no_worker_or_server_behind(start_supervisor: Start, sig: signal.Signals) -> None:
+    sup = start_supervisor({"test": stdio_test_server(), "time": {"command": "mcp-server-time"}})
+    pids = [pid for row in sup.status().values() for pid in (row.worker_pid, row.server_pid)]
+    assert all(alive(pid) for pid in pids)
+    assert sup.stop(sig) == 0
+    assert [pid for pid in pids if alive(pid)] == []
+    assert not Path(sup.endpoint.removeprefix("ipc://")).exists()
+
+
+def test_a_second_supervisor_on_the_same_endpoint_is_refused(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server()})
+    second = SupervisorProcess(sup.tmp / "second", {}, endpoint=sup.endpoint)
+    assert second.process.wait(30) == 1
+    second.stop()
+    assert "already running" in second.log
+    assert sup.client.call_tool("mcp_test_echo", {"text": "still"}).text == "still"
