@@ -154,10 +154,14 @@ def test_every_message_carries_its_class_name_as_tag() -> None:
 
 def test_call_tool_arguments_are_relayed_byte_identical_to_the_worker() -> None:
     argument_bytes = encode(ARGS)
-    front = decode_front_request(encode(CallTool(id=9, name="mcp_s_echo", arguments=msgspec.Raw(argument_bytes))))
+    front = decode_front_request(
+        encode(CallTool(id=9, name="mcp_s_echo", arguments=msgspec.Raw(argument_bytes)))
+    )
     assert isinstance(front, CallTool)
     assert bytes(front.arguments) == argument_bytes
-    command = decode_worker_command(encode(Invoke(call=1, tool="echo", arguments=front.arguments, budget=5.0)))
+    command = decode_worker_command(
+        encode(Invoke(call=1, tool="echo", arguments=front.arguments, budget=5.0))
+    )
     assert isinstance(command, Invoke)
     assert bytes(command.arguments) == argument_bytes
     assert msgspec.msgpack.decode(command.arguments) == ARGS
@@ -221,7 +225,11 @@ def test_omitted_call_arguments_default_to_an_empty_object() -> None:
 
 
 def test_default_fields_are_left_off_the_wire() -> None:
-    assert msgspec.msgpack.decode(encode(CallTool(id=1, name="t"))) == {"type": "CallTool", "id": 1, "name": "t"}
+    assert msgspec.msgpack.decode(encode(CallTool(id=1, name="t"))) == {
+        "type": "CallTool",
+        "id": 1,
+        "name": "t",
+    }
     assert msgspec.msgpack.decode(encode(Ready(tools=[]))) == {"type": "Ready", "tools": []}
 
 
@@ -247,7 +255,9 @@ def test_omitted_optional_fields_take_their_defaults() -> None:
     assert tool_list.tools[0].description == ""
 
     status = decode_front_reply(
-        msgspec.msgpack.encode({"type": "StatusReply", "id": 1, "servers": [{"server": "s", "state": "starting"}]})
+        msgspec.msgpack.encode(
+            {"type": "StatusReply", "id": 1, "servers": [{"server": "s", "state": "starting"}]}
+        )
     )
     assert isinstance(status, StatusReply)
     assert status.servers == [ServerStatus(server="s", state="starting")]
@@ -272,7 +282,9 @@ def test_message_with_an_unknown_extra_field_still_decodes() -> None:
         ({"type": "Started", "server_pid": 5, "cmd": "x"}, decode_worker_event, Started(server_pid=5)),
     ],
 )
-def test_unknown_fields_are_skipped_in_every_direction(data: dict[str, Any], decoder: Decoder, expected: Any) -> None:
+def test_unknown_fields_are_skipped_in_every_direction(
+    data: dict[str, Any], decoder: Decoder, expected: Any
+) -> None:
     assert decoder(msgspec.msgpack.encode(data)) == expected
 
 
@@ -322,7 +334,9 @@ def test_heartbeat_is_valid_in_both_worker_directions_only() -> None:
 
 @pytest.mark.parametrize("decoder", [d for _, _, d in DIRECTIONS])
 @pytest.mark.parametrize(
-    "garbage", [b"", b"\xc1", b"\x81\xa4ty", b"\xff\xfe\xfd"], ids=["empty", "never-used", "truncated", "junk"]
+    "garbage",
+    [b"", b"\xc1", b"\x81\xa4ty", b"\xff\xfe\xfd"],
+    ids=["empty", "never-used", "truncated", "junk"],
 )
 def test_garbage_bytes_raise_decode_error(decoder: Decoder, garbage: bytes) -> None:
     with pytest.raises(msgspec.DecodeError):
@@ -338,10 +352,22 @@ def test_garbage_bytes_raise_decode_error(decoder: Decoder, garbage: bytes) -> N
         ({"type": "Ping", "id": "one"}, decode_front_request),
         ({"type": "CallTool", "id": 1}, decode_front_request),
         ({"type": "Invoke", "call": 1, "tool": "t", "arguments": {}}, decode_worker_command),
-        ({"type": "StatusReply", "id": 1, "servers": [{"server": "s", "state": "dozing"}]}, decode_front_reply),
+        (
+            {"type": "StatusReply", "id": 1, "servers": [{"server": "s", "state": "dozing"}]},
+            decode_front_reply,
+        ),
         ([1, 2, 3], decode_worker_event),
     ],
-    ids=["unknown-tag", "no-tag", "missing-id", "wrong-type", "missing-name", "missing-budget", "bad-state", "array"],
+    ids=[
+        "unknown-tag",
+        "no-tag",
+        "missing-id",
+        "wrong-type",
+        "missing-name",
+        "missing-budget",
+        "bad-state",
+        "array",
+    ],
 )
 def test_well_formed_but_invalid_messages_raise_validation_error(data: Any, decoder: Decoder) -> None:
     with pytest.raises(msgspec.ValidationError):
@@ -357,7 +383,7 @@ def test_validation_error_is_a_decode_error() -> None:
 
 
 def test_error_codes_are_the_fixed_set_of_ten() -> None:
-    assert ERROR_CODES == {
+    expected = {
         "UNKNOWN_TOOL",
         "UNAVAILABLE",
         "TIMEOUT",
@@ -369,5 +395,6 @@ def test_error_codes_are_the_fixed_set_of_ten() -> None:
         "BAD_REQUEST",
         "INTERNAL",
     }
+    assert set(ERROR_CODES) == expected
     assert len(ERROR_CODES) == 10
     assert isinstance(ERROR_CODES, frozenset)

@@ -81,7 +81,9 @@ def test_short_prefixed_name_is_not_padded_or_cut() -> None:
 def test_registered_tool_is_found_by_its_prefixed_name() -> None:
     registry = Registry()
     registry.replace("my server", [tool("weird name/with.chars")])
-    assert registry.lookup("mcp_my_server_weird_name_with_chars") == Route("my server", "weird name/with.chars")
+    assert registry.lookup("mcp_my_server_weird_name_with_chars") == Route(
+        "my server", "weird name/with.chars"
+    )
 
 
 def test_lookup_of_unknown_name_is_none() -> None:

@@ -1,4 +1,4 @@
-"""Behaviour of workers.results: the text an agent reads, and the wire ToolResult built from the SDK's result."""
+"""Behaviour of workers.results: the text an agent reads and the wire ToolResult built from the SDK's."""
 
 from __future__ import annotations
 
@@ -67,7 +67,10 @@ def test_audio_gets_a_placeholder_with_mime_type_and_size() -> None:
 )
 def test_image_placeholder_reports_the_decoded_size_of_padded_base64() -> None:
     data = base64.b64encode(b"hello").decode()
-    assert render_text([{"type": "image", "data": data, "mimeType": "image/png"}]) == "[image image/png, 5 bytes]"
+    assert (
+        render_text([{"type": "image", "data": data, "mimeType": "image/png"}])
+        == "[image image/png, 5 bytes]"
+    )
 
 
 def test_resource_link_gets_a_placeholder_with_its_uri() -> None:
@@ -76,12 +79,18 @@ def test_resource_link_gets_a_placeholder_with_its_uri() -> None:
 
 
 def test_embedded_text_resource_renders_its_text() -> None:
-    item = {"type": "resource", "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "contents"}}
+    item = {
+        "type": "resource",
+        "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "contents"},
+    }
     assert render_text([item]) == "contents"
 
 
 def test_embedded_blob_resource_gets_a_placeholder_with_uri_and_mime_type() -> None:
-    item = {"type": "resource", "resource": {"uri": "file:///a.bin", "mimeType": "application/zip", "blob": "AA=="}}
+    item = {
+        "type": "resource",
+        "resource": {"uri": "file:///a.bin", "mimeType": "application/zip", "blob": "AA=="},
+    }
     assert render_text([item]) == "[resource file:///a.bin application/zip]"
 
 
@@ -96,7 +105,10 @@ def test_mixed_content_renders_each_item_on_its_own_line_in_order() -> None:
         {"type": "resource_link", "uri": "https://example.com/x"},
         text("after"),
     ]
-    assert render_text(content) == "before\n[image image/png, 24 bytes]\n[resource link https://example.com/x]\nafter"
+    assert (
+        render_text(content)
+        == "before\n[image image/png, 24 bytes]\n[resource link https://example.com/x]\nafter"
+    )
 
 
 def test_structured_only_result_renders_as_json() -> None:
@@ -136,8 +148,12 @@ def test_every_content_item_is_kept_in_its_json_shape() -> None:
             ImageContent(data=PNG, mime_type="image/png"),
             AudioContent(data=WAV, mime_type="audio/wav"),
             ResourceLink(name="report", uri="file:///r.pdf", mime_type="application/pdf", size=10),
-            EmbeddedResource(resource=TextResourceContents(uri="file:///t.txt", mime_type="text/plain", text="body")),
-            EmbeddedResource(resource=BlobResourceContents(uri="file:///b.bin", mime_type="application/zip", blob="AA==")),
+            EmbeddedResource(
+                resource=TextResourceContents(uri="file:///t.txt", mime_type="text/plain", text="body")
+            ),
+            EmbeddedResource(
+                resource=BlobResourceContents(uri="file:///b.bin", mime_type="application/zip", blob="AA==")
+            ),
         ]
     )
     result = to_tool_result(sdk)
@@ -145,9 +161,18 @@ def test_every_content_item_is_kept_in_its_json_shape() -> None:
         {"type": "text", "text": "hi", "annotations": {"audience": ["user"], "lastModified": "2025-01-01"}},
         {"type": "image", "data": PNG, "mimeType": "image/png"},
         {"type": "audio", "data": WAV, "mimeType": "audio/wav"},
-        {"type": "resource_link", "name": "report", "uri": "file:///r.pdf", "mimeType": "application/pdf", "size": 10},
+        {
+            "type": "resource_link",
+            "name": "report",
+            "uri": "file:///r.pdf",
+            "mimeType": "application/pdf",
+            "size": 10,
+        },
         {"type": "resource", "resource": {"uri": "file:///t.txt", "mimeType": "text/plain", "text": "body"}},
-        {"type": "resource", "resource": {"uri": "file:///b.bin", "mimeType": "application/zip", "blob": "AA=="}},
+        {
+            "type": "resource",
+            "resource": {"uri": "file:///b.bin", "mimeType": "application/zip", "blob": "AA=="},
+        },
     ]
     assert result.text == "\n".join(
         [
@@ -177,7 +202,9 @@ def test_item_meta_is_kept_under_its_wire_name() -> None:
 
 def test_structured_content_is_kept() -> None:
     structured = {"rows": [{"id": 1}, {"id": 2}], "total": 2}
-    result = to_tool_result(CallToolResult(content=[TextContent(text="2 rows")], structured_content=structured))
+    result = to_tool_result(
+        CallToolResult(content=[TextContent(text="2 rows")], structured_content=structured)
+    )
     assert result.structured_content == structured
     assert result.text == "2 rows"
 

@@ -1,0 +1,116 @@
+"""The mcp-supervisor command, run as a user runs it, against a real supervisor."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import SupervisorProcess
+
+pytestmark = pytest.mark.e2e
+
+CLI_TIMEOUT = 60  # seconds for one CLI command
+
+
+def cli(*args: str, endpoint: str | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "supervisor", *args]
+    if endpoint is not None:
+        command += ["--endpoint", endpoint]
+    return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False)
+
+
+def test_wait_returns_zero_when_every_server_is_ready(shared: SupervisorProcess) -> None:
+    done = cli("wait", "--timeout", "30", endpoint=shared.endpoint)
+    assert done.returncode == 0, done.stderr
+    assert "all 2 servers ready" in done.stdout
+
+
+def test_tools_json_lists_names_servers_and_schemas(shared: SupervisorProcess) -> None:
+    done = cli("tools", "--json", endpoint=shared.endpoint)
+    assert done.returncode == 0, done.stderr
+    tools = {tool["name"]: tool for tool in json.loads(done.stdout)}
+    assert set(tools["mcp_time_get_current_time"]) == {"name", "server", "original_name", "description", "input_schema"}
+    assert tools["mcp_time_get_current_time"]["server"] == "time"
+    table = cli("tools", endpoint=shared.endpoint)
+    assert table.stdout.splitlines()[0].split() == ["TOOL", "SERVER", "DESCRIPTION"]
+    assert "mcp_test_echo" in table.stdout
+
+
+def test_status_json_has_one_row_per_server(shared: SupervisorProcess) -> None:
+    done = cli("status", "--json", endpoint=shared.endpoint)
+    assert done.returncode == 0, done.stderr
+    rows = {row["server"]: row for row in json.loads(done.stdout)}
+    assert set(rows) == {"test", "time"}
+    expected = {"server", "state", "worker_pid", "server_pid", "restarts", "tools", "last_error"}
+    assert expected <= set(rows["time"])
+    assert rows["time"]["state"] == "ready" and rows["time"]["tools"] == 2
+    assert isinstance(rows["time"]["worker_pid"], int) and isinstance(rows["time"]["server_pid"], int)
+    table = cli("status", endpoint=shared.endpoint)
+    assert table.stdout.split()[:7] == ["SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "LAST_ERROR"]
+
+
+def test_call_prints_the_text_result(shared: SupervisorProcess) -> None:
+    done = cli("call", "mcp_time_get_current_time", '{"timezone": "UTC"}', endpoint=shared.endpoint)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["timezone"] == "UTC"
+    as_json = cli("call", "mcp_test_add", '{"a": 1, "b": 2}', "--json", endpoint=shared.endpoint)
+    assert json.loads(as_json.stdout)["structured_content"] == {"sum": 3}
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "stderr"),
+    [
+        (("call", "mcp_nobody_nothing"), 1, "UNKNOWN_TOOL"),
+        (("call", "mcp_test_echo", "{not json"), 2, "ARGS_JSON is not valid JSON"),
+        (("call", "mcp_test_echo", "[1]"), 2, "must be a JSON object"),
+        (("call", "mcp_test_echo", '{"text": "x"}', "--timeout", "-1"), 2, "timeout must be a positive"),
+        (("call", "mcp_test_slow", '{"seconds": 30, "tag": "cli"}', "--timeout", "0.5"), 1, "TIMEOUT"),
+        (("call", "mcp_test_fail", '{"message": "nope"}'), 1, "TOOL_ERROR"),
+        (("restart", "nobody"), 1, "no server named 'nobody'"),
+    ],
+)
+def test_errors_exit_non_zero_with_the_code_on_stderr(
+    shared: SupervisorProcess, args: tuple[str, ...], code: int, stderr: str
+) -> None:
+    done = cli(*args, endpoint=shared.endpoint)
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert stderr in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_commands_without_a_supervisor_say_so(tmp_path: Path) -> None:
+    done = cli("status", endpoint=f"ipc://{tmp_path}/nobody.sock")
+    assert done.returncode == 3
+    assert "is 'mcp-supervisor run' running?" in done.stderr
+    waited = cli("wait", "--timeout", "0.5", endpoint=f"ipc://{tmp_path}/nobody.sock")
+    assert waited.returncode == 1 and "timed out" in waited.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "does not exist"),
+        ("{not json", "not valid JSON"),
+        ("[]", "must be a JSON object"),
+        ('{"servers_typo": {}}', "mcpServers"),
+    ],
+)
+def test_run_with_a_bad_config_file_exits_2_naming_it(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "mcp.json"
+    if content is not None:
+        path.write_text(content)
+    done = cli("run", str(path), endpoint=f"ipc://{tmp_path}/s.sock")
+    assert done.returncode == 2
+    assert str(path) in done.stderr and message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_explains_every_command() -> None:
+    done = cli("--help")
+    for command in ("run", "wait", "tools", "call", "status", "restart"):
+        assert command in done.stdout
+    assert "--endpoint" in cli("call", "--help").stdout
