@@ -173,7 +173,9 @@ class Worker:
         if invoke.tool not in self.validators:
             return self._fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
         validator = self.validators[invoke.tool]
-        if validator is not None and (error := jsonschema.exceptions.best_match(validator.iter_errors(arguments))):
+        if validator is not None and (
+            error := jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        ):
             where = "/".join(str(part) for part in error.absolute_path) or "arguments"
             return self._fail(call, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}")
         if log.isEnabledFor(logging.DEBUG):

@@ -9,12 +9,11 @@ file the tests can read.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +71,17 @@ class SupervisorProcess:
         self.log_path = tmp / "supervisor.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", str(self.config), "--endpoint", self.endpoint,
-             "--log-level", log_level],
+            [
+                sys.executable,
+                "-m",
+                "supervisor",
+                "run",
+                str(self.config),
+                "--endpoint",
+                self.endpoint,
+                "--log-level",
+                log_level,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

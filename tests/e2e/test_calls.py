@@ -16,6 +16,7 @@ from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.errors import (
     InvalidArgumentsError,
     ServerError,
+    SupervisorUnreachableError,
     ToolExecutionError,
     ToolTimeoutError,
     UnknownToolError,
@@ -147,7 +148,9 @@ def test_blocking_client_is_shared_by_threads(shared: SupervisorProcess) -> None
     def worker(t: int) -> None:
         try:
             for i in range(20):
-                results[t, i] = shared.client.call_tool("mcp_test_echo", {"text": f"{t}/{i}"}, timeout=20).text
+                results[t, i] = shared.client.call_tool(
+                    "mcp_test_echo", {"text": f"{t}/{i}"}, timeout=20
+                ).text
         except BaseException as exc:
             errors.append(exc)
 
@@ -194,6 +197,6 @@ def test_garbage_frame_gets_bad_request_and_harms_nothing(shared: SupervisorProc
 def test_client_without_a_supervisor_fails_fast_naming_the_endpoint(tmp_path: Path) -> None:
     with (
         SupervisorClient(f"ipc://{tmp_path}/nobody.sock") as sup,
-        pytest.raises(Exception, match="nobody.sock does not exist"),
+        pytest.raises(SupervisorUnreachableError, match=r"nobody\.sock does not exist"),
     ):
         sup.status()

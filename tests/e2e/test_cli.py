@@ -33,7 +33,13 @@ def test_tools_json_lists_names_servers_and_schemas(shared: SupervisorProcess) -
     done = cli("tools", "--json", endpoint=shared.endpoint)
     assert done.returncode == 0, done.stderr
     tools = {tool["name"]: tool for tool in json.loads(done.stdout)}
-    assert set(tools["mcp_time_get_current_time"]) == {"name", "server", "original_name", "description", "input_schema"}
+    assert set(tools["mcp_time_get_current_time"]) == {
+        "name",
+        "server",
+        "original_name",
+        "description",
+        "input_schema",
+    }
     assert tools["mcp_time_get_current_time"]["server"] == "time"
     table = cli("tools", endpoint=shared.endpoint)
     assert table.stdout.splitlines()[0].split() == ["TOOL", "SERVER", "DESCRIPTION"]
@@ -50,7 +56,15 @@ def test_status_json_has_one_row_per_server(shared: SupervisorProcess) -> None:
     assert rows["time"]["state"] == "ready" and rows["time"]["tools"] == 2
     assert isinstance(rows["time"]["worker_pid"], int) and isinstance(rows["time"]["server_pid"], int)
     table = cli("status", endpoint=shared.endpoint)
-    assert table.stdout.split()[:7] == ["SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "LAST_ERROR"]
+    assert table.stdout.split()[:7] == [
+        "SERVER",
+        "STATE",
+        "PID",
+        "SERVER_PID",
+        "RESTARTS",
+        "TOOLS",
+        "LAST_ERROR",
+    ]
 
 
 def test_call_prints_the_text_result(shared: SupervisorProcess) -> None:
@@ -99,7 +113,9 @@ def test_commands_without_a_supervisor_say_so(tmp_path: Path) -> None:
         ('{"servers_typo": {}}', "mcpServers"),
     ],
 )
-def test_run_with_a_bad_config_file_exits_2_naming_it(tmp_path: Path, content: str | None, message: str) -> None:
+def test_run_with_a_bad_config_file_exits_2_naming_it(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
     path = tmp_path / "mcp.json"
     if content is not None:
         path.write_text(content)

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.e2e
 Start = Callable[..., SupervisorProcess]
 
 
-def _call_in_thread(sup: SupervisorProcess, name: str, args: dict[str, object], timeout: float) -> dict[str, object]:
+def _call_in_thread(
+    sup: SupervisorProcess, name: str, args: dict[str, object], timeout: float
+) -> dict[str, object]:
     """Start a blocking call in a thread; the dict gets 'error' or 'result', and 'at' (monotonic)."""
     outcome: dict[str, object] = {}
 
@@ -41,7 +43,9 @@ def _wait_started(state_dir: Path, tag: str) -> None:
 
 
 def test_kill_9_of_the_server_fails_inflight_calls_at_once_and_recovers(start_supervisor: Start) -> None:
-    sup = start_supervisor({"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}"), "other": stdio_test_server()})
+    sup = start_supervisor(
+        {"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}"), "other": stdio_test_server()}
+    )
     before = sup.status()
     call = _call_in_thread(sup, "mcp_test_slow", {"seconds": 60, "tag": "inflight"}, timeout=60)
     _wait_started(sup.state_dir, "inflight")
@@ -99,7 +103,9 @@ def test_server_that_keeps_crashing_ends_failed_and_calls_fail_at_once(start_sup
 
 
 def test_slow_server_never_delays_the_others(start_supervisor: Start) -> None:
-    sup = start_supervisor({"slow": stdio_test_server(TEST_SERVER_INIT_DELAY=30), "fast": stdio_test_server()}, wait=False)
+    sup = start_supervisor(
+        {"slow": stdio_test_server(TEST_SERVER_INIT_DELAY=30), "fast": stdio_test_server()}, wait=False
+    )
     rows = sup.wait_states(fast="ready")
     assert rows["slow"].state == "starting"
     assert sup.client.call_tool("mcp_fast_echo", {"text": "now"}).text == "now"
@@ -127,7 +133,9 @@ def test_restart_replaces_one_worker_and_the_others_never_notice(start_superviso
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_to_run_leaves_no_worker_or_server_behind(start_supervisor: Start, sig: signal.Signals) -> None:
+def test_signal_to_run_leaves_no_worker_or_server_behind(
+    start_supervisor: Start, sig: signal.Signals
+) -> None:
     sup = start_supervisor({"test": stdio_test_server(), "time": {"command": "mcp-server-time"}})
     pids = [pid for row in sup.status().values() for pid in (row.worker_pid, row.server_pid)]
     assert all(alive(pid) for pid in pids)
