@@ -63,6 +63,7 @@ class RestartTracker:
 
     def reset(self) -> None:
         """An operator's restart: forget every failure."""
+        self.restarts = 0
         self._recent.clear()
         self._streak = 0
         self._ready_since = None

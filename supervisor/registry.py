@@ -38,7 +38,7 @@ def sanitize(name: str) -> str:
 
 
 def prefixed_name(server: str, tool: str) -> str:
-    return sanitize(f"mcp_{server}_{tool}")[:MAX_NAME_LENGTH]
+    return sanitize(f"mcp_{server}_{tool}")[:MAX_NAME_LENGTH].rstrip("_")
 
 
 def _suffixed(base: str, server: str, tool: str, attempt: int) -> str:

@@ -42,12 +42,15 @@ def _render_item(item: dict[str, Any]) -> str:
     if kind == "text":
         return str(item.get("text", ""))
     if kind in ("image", "audio"):
-        return f"[{kind} {item.get('mimeType', '')}, {len(item.get('data', '')) * 3 // 4} bytes]"
+        data = str(item.get("data", ""))
+        size = len(data) * 3 // 4 - data[-2:].count("=")
+        return f"[{kind} {item.get('mimeType', '')}, {size} bytes]"
     if kind == "resource_link":
         return f"[resource link {item.get('uri', '')}]"
     if kind == "resource":
         resource = item.get("resource", {})
         if "text" in resource:
             return str(resource["text"])
-        return f"[resource {resource.get('uri', '')} {resource.get('mimeType', '')}]"
+        mime = f" {resource['mimeType']}" if resource.get("mimeType") else ""
+        return f"[resource {resource.get('uri', '')}{mime}]"
     return f"[{kind} content]"

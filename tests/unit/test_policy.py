@@ -190,11 +190,6 @@ def test_restarts_keep_counting_across_forgiven_failures() -> None:
     assert t.restarts == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RestartTracker.reset() does not zero `restarts`, although the field is documented as "
-    "'total restarts since start or the last operator reset'",
-)
 def test_restarts_count_starts_again_after_an_operator_reset() -> None:
     t = RestartTracker(rng=no_jitter)
     delays(t, [0.0, 1.0, 2.0])

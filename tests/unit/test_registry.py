@@ -436,3 +436,9 @@ def test_tool_left_out_for_its_schema_does_not_block_a_later_valid_tool() -> Non
     registry.replace("s", [tool("a", 5), tool("b"), tool("c", {"type": "number"}), tool("d")])
     assert names(registry) == ["mcp_s_b", "mcp_s_d"]
     assert registry.count("s") == 2
+
+
+def test_a_name_cut_at_64_characters_never_ends_in_an_underscore() -> None:
+    name = prefixed_name("s", "a" * 57 + ".b")
+    assert not name.endswith("_")
+    assert name == "mcp_s_" + "a" * 57
