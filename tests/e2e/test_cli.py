@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,30 @@ def test_help_explains_every_command() -> None:
     for command in ("run", "wait", "tools", "call", "status", "restart"):
         assert command in done.stdout
     assert "--endpoint" in cli("call", "--help").stdout
+
+
+def test_bundled_config_runs_both_pypi_servers(tmp_path: Path) -> None:
+    """The README's main job: `mcp-supervisor run config/mcp.json`, offline, right after install."""
+    repo = Path(__file__).resolve().parents[2]
+    endpoint = f"ipc://{tmp_path}/s.sock"
+    config = repo / "config" / "mcp.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", str(config), "--endpoint", endpoint],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        waited = cli("wait", "--timeout", "60", endpoint=endpoint)
+        assert waited.returncode == 0, waited.stderr
+        now = cli("call", "mcp_time_get_current_time", '{"timezone": "UTC"}', endpoint=endpoint)
+        assert json.loads(now.stdout)["timezone"] == "UTC"
+        git = cli("call", "mcp_git_git_status", json.dumps({"repo_path": str(repo)}), endpoint=endpoint)
+        assert git.returncode == 0, git.stderr
+        assert "branch" in git.stdout.lower()
+    finally:
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=30)
+    assert run.returncode == 0, stderr
+    assert "server 'time' ready" in stderr and "server 'git' ready" in stderr
