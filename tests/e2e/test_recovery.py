@@ -151,3 +151,25 @@ def test_a_second_supervisor_on_the_same_endpoint_is_refused(start_supervisor: S
     second.stop()
     assert "already running" in second.log
     assert sup.client.call_tool("mcp_test_echo", {"text": "still"}).text == "still"
+
+
+def test_kill_9_of_the_supervisor_leaves_no_worker_or_server_behind(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server(), "time": {"command": "mcp-server-time"}})
+    pids = [pid for row in sup.status().values() for pid in (row.worker_pid, row.server_pid)]
+    sup.process.kill()
+    sup.process.wait(10)
+    poll("every worker and server to exit", lambda: not any(alive(pid) for pid in pids), 10)
+
+
+def test_invalid_entries_are_skipped_and_the_rest_start(start_supervisor: Start) -> None:
+    sup = start_supervisor(
+        {
+            "typo": {"comand": "mcp-server-time"},
+            "needs_var": {"command": "mcp-server-time", "env": {"TOKEN": "${MCP_SUPERVISOR_UNSET_VARIABLE}"}},
+            "test": stdio_test_server(),
+        }
+    )
+    assert set(sup.status()) == {"test"}
+    assert "server 'typo': unknown field 'comand'" in sup.log
+    assert "MCP_SUPERVISOR_UNSET_VARIABLE" in sup.log
+    assert sup.client.call_tool("mcp_test_echo", {"text": "fine"}).text == "fine"
