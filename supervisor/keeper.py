@@ -7,8 +7,11 @@ held open until we want it gone) and whose stderr carries its log lines and
 its server's stderr into our log.
 
 States: ``starting -> ready``; on any exit ``restarting -> starting`` after
-the policy's delay, or ``failed`` when the policy gives up; ``stopped`` when
-disabled in the config or stopped on shutdown.
+the policy's delay, or ``failed`` when the policy gives up; ``stopped`` while
+disabled in the config. An operator's restart starts it again at once from
+any state, with the policy's counters reset, and is never counted as a
+failure. Shutdown is cancellation: the shielded, bounded clean-up of the live
+incarnation closes its lifeline and reaps the worker and its server.
 """
 
 from __future__ import annotations

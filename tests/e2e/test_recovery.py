@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -97,6 +99,14 @@ def test_server_that_keeps_crashing_ends_failed_and_calls_fail_at_once(start_sup
         sup.client.call_tool("mcp_broken_anything", {})
     assert time.monotonic() - started < 1
     assert sup.client.call_tool("mcp_test_echo", {"text": "fine"}).text == "fine"
+    waited = subprocess.run(
+        [sys.executable, "-m", "supervisor", "wait", "--timeout", "10", "--endpoint", sup.endpoint],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert waited.returncode == 1 and "server failed: broken" in waited.stderr
     # an operator's restart resets the policy: it tries again (and fails again)
     sup.client.restart("broken")
     poll("the restarted server to be tried again", lambda: sup.status()["broken"].state != "failed", 10)
@@ -173,3 +183,14 @@ def test_invalid_entries_are_skipped_and_the_rest_start(start_supervisor: Start)
     assert "server 'typo': unknown field 'comand'" in sup.log
     assert "MCP_SUPERVISOR_UNSET_VARIABLE" in sup.log
     assert sup.client.call_tool("mcp_test_echo", {"text": "fine"}).text == "fine"
+
+
+def test_disabled_server_is_stopped_until_an_operator_starts_it(start_supervisor: Start) -> None:
+    sup = start_supervisor({"later": {**stdio_test_server(), "disabled": True}, "test": stdio_test_server()})
+    rows = sup.status()
+    assert rows["later"].state == "stopped" and rows["later"].worker_pid is None
+    with pytest.raises(ServerUnavailableError, match="'later' is stopped"):
+        sup.client.call_tool("mcp_later_echo", {"text": "x"})
+    sup.client.restart("later")
+    sup.wait_states(later="ready")
+    assert sup.client.call_tool("mcp_later_echo", {"text": "x"}).text == "x"
