@@ -23,6 +23,7 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -98,7 +99,12 @@ class Keeper:
             if waiting:
                 await self._wake.wait()
             self._wake = trio.Event()
-            operator_stop = await self._run_once()
+            try:
+                operator_stop = await self._run_once()
+            except Exception as exc:  # boundary: one worker's failure must not end the supervisor
+                log.exception("server %r: starting or watching its worker failed", self.name)
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                operator_stop = False
             waiting = False
             if operator_stop:
                 continue
@@ -158,22 +164,26 @@ class Keeper:
             self._stop_worker = None
             nursery.start_soon(lifeline.aclose)
 
+        ended = False  # the worker exited on its own (not cancelled by shutdown, no error here)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump_stderr, process.stderr)
-                await lifeline.send_all(msgspec.json.encode(boot) + b"\n")
                 self._stop_worker = stop_worker
-                code = await process.wait()
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    # a worker that dies at once closes this pipe; its exit code says why
+                    await lifeline.send_all(msgspec.json.encode(boot) + b"\n")
+                await process.wait()
+                ended = True
                 nursery.cancel_scope.cancel()
         finally:
             self._stop_worker = None
             with trio.CancelScope(shield=True):
                 await self._reap(process, lifeline)
-        reason = self._exit_reason(code)
-        if not operator_stop:
-            self.last_error = reason
-            log.error("server %r: %s", self.name, reason)
-        self.sup.detach(self, f"server {self.name!r}: {reason}")
+            reason = self._exit_reason(process.returncode) if ended else "the supervisor is stopping"
+            if ended and not operator_stop:
+                self.last_error = reason
+                log.error("server %r: %s", self.name, reason)
+            self.sup.detach(self, f"server {self.name!r}: {reason}")
         return operator_stop
 
     async def _reap(self, process: trio.Process, lifeline: trio.abc.SendStream) -> None:
