@@ -87,12 +87,19 @@ def test_crash_mid_call_reports_the_server_stderr_tail(start_supervisor: Start) 
 
 
 def test_server_that_keeps_crashing_ends_failed_and_calls_fail_at_once(start_supervisor: Start) -> None:
+    exits = "import sys; sys.stderr.write('boom: no API key\\n'); sys.exit(1)"
     sup = start_supervisor(
-        {"broken": {"command": "mcp-no-such-command-anywhere"}, "test": stdio_test_server()}, wait=False
+        {
+            "broken": {"command": "mcp-no-such-command-anywhere"},
+            "exits": {"command": sys.executable, "args": ["-c", exits]},
+            "test": stdio_test_server(),
+        },
+        wait=False,
     )
-    rows = sup.wait_states(timeout=60, broken="failed", test="ready")
+    rows = sup.wait_states(timeout=60, broken="failed", exits="failed", test="ready")
     assert rows["broken"].restarts == 5
     assert "not found" in (rows["broken"].last_error or "")
+    assert "boom: no API key" in (rows["exits"].last_error or "")
     assert rows["broken"].worker_pid is None
     started = time.monotonic()
     with pytest.raises(ServerUnavailableError, match="broken"):
@@ -106,7 +113,7 @@ def test_server_that_keeps_crashing_ends_failed_and_calls_fail_at_once(start_sup
         timeout=30,
         check=False,
     )
-    assert waited.returncode == 1 and "server failed: broken" in waited.stderr
+    assert waited.returncode == 1 and "broken: " in waited.stderr
     # an operator's restart resets the policy: it tries again (and fails again)
     sup.client.restart("broken")
     poll("the restarted server to be tried again", lambda: sup.status()["broken"].state != "failed", 10)
