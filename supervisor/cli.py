@@ -14,16 +14,20 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
+import zmq
 
 from supervisor import __version__
 from supervisor.client import SupervisorClient
-from supervisor.config import Config, ConfigError, load_config
+from supervisor.config import ConfigError, load_config
 from supervisor.errors import SupervisorError, SupervisorUnreachableError
 from supervisor.paths import ENDPOINT_ENV, ensure_runtime_dir, ipc_path, resolve_endpoint, runtime_dir
+
+if TYPE_CHECKING:
+    from supervisor.core import Supervisor
 
 __all__ = ["main"]
 
@@ -57,7 +61,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     endpoint = resolve_endpoint(args.endpoint)
     _claim_endpoint(endpoint)
     workers = ensure_runtime_dir(runtime_dir()) / f"workers-{os.getpid()}.sock"
-    trio.run(_serve, config, endpoint, f"ipc://{workers}")
+    from supervisor.core import Supervisor
+
+    supervisor = Supervisor(config, endpoint=endpoint, worker_endpoint=f"ipc://{workers}")
+    try:
+        supervisor.bind()
+    except zmq.ZMQError as exc:
+        raise CliError(f"cannot listen on {endpoint}: {exc}") from exc
+    trio.run(_serve, supervisor)
     return 0
 
 
@@ -80,10 +91,7 @@ def _claim_endpoint(endpoint: str) -> None:
     raise CliError(f"a supervisor is already running at {endpoint}")
 
 
-async def _serve(config: Config, endpoint: str, worker_endpoint: str) -> None:
-    from supervisor.core import Supervisor
-
-    supervisor = Supervisor(config, endpoint=endpoint, worker_endpoint=worker_endpoint)
+async def _serve(supervisor: Supervisor) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(supervisor.run)
@@ -265,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SupervisorError as exc:
         print(f"mcp-supervisor: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except ValueError as exc:
+    except (ValueError, zmq.ZMQError) as exc:
         print(f"mcp-supervisor: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

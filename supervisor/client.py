@@ -94,7 +94,11 @@ def _new_socket(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socke
     sock.setsockopt(zmq.SNDHWM, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
-    sock.connect(endpoint)
+    try:
+        sock.connect(endpoint)
+    except zmq.ZMQError as exc:
+        sock.close(linger=0)
+        raise SupervisorUnreachableError(f"cannot connect to {endpoint!r}: {exc}") from exc
     return sock
 
 
@@ -161,7 +165,7 @@ class SupervisorClient:
             for sock in self._sockets:
                 sock.close(linger=0)
             self._sockets.clear()
-        self._ctx.term()
+        self._ctx.destroy(linger=0)
 
     def list_tools(self) -> list[ToolInfo]:
         return _expect(self._request(ListTools(id=next(self._ids))), ToolList).tools
@@ -254,7 +258,7 @@ class AsyncSupervisorClient:
             await self._task_group.__aexit__(exc_type, exc, tb)
         finally:
             self._sock.close(linger=0)
-            self._ctx.term()
+            self._ctx.destroy(linger=0)
 
     async def list_tools(self) -> list[ToolInfo]:
         return _expect(await self._request(ListTools(id=next(self._ids))), ToolList).tools

@@ -98,10 +98,17 @@ class Supervisor:
 
     # ------------------------------------------------------------- running
 
+    def bind(self) -> None:
+        """Bind both sockets (raises ``zmq.ZMQError`` naming the problem); ``run`` binds if not done yet."""
+        if self._front is None:
+            self._front = bind_router(self._ctx, self.endpoint)
+        if self._link is None:
+            self._link = bind_router(self._ctx, self.worker_endpoint)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Bind, start every worker, serve until cancelled, then stop every worker (bounded)."""
-        self._front = bind_router(self._ctx, self.endpoint)
-        self._link = bind_router(self._ctx, self.worker_endpoint)
+        """Start every worker, serve until cancelled, then stop every worker (bounded)."""
+        self.bind()
+        assert self._front is not None and self._link is not None
         try:
             # Cancelling this nursery is the shutdown: each keeper's shielded, bounded
             # clean-up closes its worker's lifeline and reaps worker and server.
@@ -114,8 +121,8 @@ class Supervisor:
                 log.info("listening on %s with %d servers", self.endpoint, len(self.keepers))
                 task_status.started()
         finally:
-            for sock in (self._front, self._link):
-                sock.close()
+            self._front.close()
+            self._link.close()
             self._ctx.term()
             for endpoint in (self.endpoint, self.worker_endpoint):
                 path = ipc_path(endpoint)

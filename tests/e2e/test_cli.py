@@ -158,3 +158,11 @@ def test_bundled_config_runs_both_pypi_servers(tmp_path: Path) -> None:
         _, stderr = run.communicate(timeout=30)
     assert run.returncode == 0, stderr
     assert "server 'time' ready" in stderr and "server 'git' ready" in stderr
+
+
+def test_bad_endpoints_are_clear_errors_not_hangs() -> None:
+    status = cli("status", endpoint="not-an-endpoint")
+    assert status.returncode == 3 and "cannot connect to 'not-an-endpoint'" in status.stderr
+    config = Path(__file__).resolve().parents[2] / "config" / "mcp.json"
+    run = cli("run", str(config), endpoint="tcp://999.1.1.1:1")
+    assert run.returncode == 1 and "cannot listen on tcp://999.1.1.1:1" in run.stderr
