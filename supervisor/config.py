@@ -8,12 +8,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+from supervisor.policy import POLICY_KEYS, RestartPolicy
+
 __all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
-__all__ += ["ServerConfig", "ServerSpec", "expand_vars", "find_config", "load_config", "parse_config"]
+__all__ += ["ServerConfig", "ServerSpec", "SupervisorSettings", "expand_vars", "find_config", "load_config"]
+__all__ += ["parse_config"]
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 """Seconds a tool call may run when neither the caller nor the config says otherwise."""
@@ -46,6 +49,16 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     disabled: bool = False
 
 
+class SupervisorSettings(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"
+):
+    """Supervisor-wide settings: the top-level ``"supervisor"`` object, less the policy defaults in it."""
+
+    shutdown_grace: Annotated[float, msgspec.Meta(ge=0)] = 5.0  # seconds in-flight calls get on shutdown
+    heartbeat_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # seconds between worker heartbeats
+    heartbeat_timeout: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # silence after which a worker is dead
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """A validated, expanded server, ready to start (``env``/``headers`` are left out of repr)."""
@@ -60,6 +73,7 @@ class ServerSpec:
     headers: dict[str, str] = field(repr=False)
     tool_timeout: float
     disabled: bool
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,8 @@ class Config:
     path: Path | None
     servers: dict[str, ServerSpec]  # file order; disabled servers included with disabled=True
     problems: list[ConfigProblem]  # servers that were skipped, with why
+    settings: SupervisorSettings = field(default_factory=SupervisorSettings)
+    defaults: RestartPolicy = field(default_factory=RestartPolicy)  # for servers that set no policy
 
 
 class ConfigError(Exception):
@@ -200,25 +216,43 @@ def parse_config(data: bytes, *, path: Path | None = None, environ: _Env | None 
         entries = msgspec.json.decode(top[key], type=dict[str, msgspec.Raw])
     except msgspec.ValidationError as exc:
         raise ConfigError(f'{where}: "{key}" must be an object of server entries, got {_got(exc)}') from None
+    settings, defaults = _supervision(top.get("supervisor"), where)
     servers: dict[str, ServerSpec] = {}
     problems: list[ConfigProblem] = []
     for name, raw in entries.items():
         try:
-            servers[name] = _build_server(name, raw, env)
+            servers[name] = _build_server(name, raw, env, defaults)
         except _Problem as exc:
             message = f"server {name!r}: {exc}".replace("\r", "\\r").replace("\n", "\\n")
             problems.append(ConfigProblem(server=name, message=message))
-    return Config(path=path, servers=servers, problems=problems)
+    return Config(path=path, servers=servers, problems=problems, settings=settings, defaults=defaults)
 
 
-def _explain(message: str) -> str:
+def _split_policy(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(policy keys, the rest) of a JSON object."""
+    policy = {key: value for key, value in data.items() if key in POLICY_KEYS}
+    return policy, {key: value for key, value in data.items() if key not in POLICY_KEYS}
+
+
+def _supervision(raw: msgspec.Raw | None, where: str) -> tuple[SupervisorSettings, RestartPolicy]:
+    """The top-level ``"supervisor"`` object: supervisor settings plus default policy fields."""
+    if raw is None:
+        return SupervisorSettings(), RestartPolicy()
+    try:
+        policy, rest = _split_policy(msgspec.json.decode(raw, type=dict[str, Any]))
+        return msgspec.convert(rest, SupervisorSettings), msgspec.convert(policy, RestartPolicy)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f'{where}: "supervisor": {_explain(str(exc), SupervisorSettings)}') from None
+
+
+def _explain(message: str, struct: type[msgspec.Struct] = ServerConfig) -> str:
     """Turn a msgspec validation message into one that names the field in the file."""
     match = _AT_RE.fullmatch(message)
     text, path = (match.group("text"), (match.group("path") or "").lstrip(".")) if match else (message, "")
     unknown = re.fullmatch(r"Object contains unknown field `(.*)`", text, re.DOTALL)
     if unknown:
         name = unknown.group(1)
-        known = [f.encode_name for f in msgspec.structs.fields(ServerConfig)]
+        known = [f.encode_name for f in msgspec.structs.fields(struct)] + sorted(POLICY_KEYS)
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
         return f"unknown field {name!r} ({hint})"
@@ -253,13 +287,20 @@ def _infer_transport(command: str | None, url: str | None) -> _Transport:
     raise _Problem('needs "command" (for stdio) or "url" (for sse / streamable-http)')
 
 
-def _build_server(name: str, raw: msgspec.Raw, environ: _Env) -> ServerSpec:
+def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartPolicy) -> ServerSpec:
     if not name:
         raise _Problem("server name must not be empty")
     if len(name) > 64:
         raise _Problem("server name is longer than 64 characters")
+    entry = msgspec.json.decode(raw)
+    overrides, rest = _split_policy(entry) if isinstance(entry, dict) else ({}, entry)
     try:
-        cfg = msgspec.json.decode(raw, type=ServerConfig)
+        cfg = msgspec.convert(rest, ServerConfig)
+        policy = (
+            msgspec.convert(msgspec.to_builtins(defaults) | overrides, RestartPolicy)
+            if overrides
+            else defaults
+        )
     except msgspec.ValidationError as exc:
         raise _Problem(_explain(str(exc))) from None
     declared = _declared_transport(cfg)
@@ -290,4 +331,6 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env) -> ServerSpec:
             raise _Problem(f'transport {transport} needs a "url"')
         if not cfg.disabled and not _HTTP_URL_RE.match(url):
             raise _Problem('"url" must be an http:// or https:// URL')
-    return ServerSpec(name, transport, command, args, env, cwd, url, headers, cfg.tool_timeout, cfg.disabled)
+    return ServerSpec(
+        name, transport, command, args, env, cwd, url, headers, cfg.tool_timeout, cfg.disabled, policy
+    )

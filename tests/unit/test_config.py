@@ -464,3 +464,33 @@ def test_repository_config_loads_with_no_problems_and_at_least_two_enabled_serve
     config = load_config(REPO_CONFIG)
     assert config.problems == []
     assert len([s for s in config.servers.values() if not s.disabled]) >= 2
+
+
+def test_policy_defaults_come_from_the_supervisor_object_and_servers_override_them() -> None:
+    data = b"""{
+      "supervisor": {"shutdownGrace": 2, "heartbeatTimeout": 4, "maxRestarts": 2, "startTimeout": 9},
+      "mcpServers": {
+        "a": {"command": "x"},
+        "b": {"command": "y", "restart": "transient", "startTimeout": 3, "pingInterval": 10}
+      }
+    }"""
+    config = parse_config(data, environ={})
+    assert config.settings.shutdown_grace == 2 and config.settings.heartbeat_timeout == 4
+    a, b = config.servers["a"].policy, config.servers["b"].policy
+    assert (a.restart, a.max_restarts, a.start_timeout, a.ping_interval) == ("permanent", 2, 9, None)
+    assert (b.restart, b.max_restarts, b.start_timeout, b.ping_interval) == ("transient", 2, 3, 10)
+    assert config.problems == []
+
+
+def test_bad_policy_field_of_a_server_is_a_problem_naming_it() -> None:
+    data = b"""{"mcpServers": {"a": {"command": "x", "startTimeout": 0},
+                               "b": {"command": "y", "restart": "no"}}}"""
+    config = parse_config(data, environ={})
+    messages = [problem.message for problem in config.problems]
+    assert any("'a'" in m and "startTimeout" in m for m in messages)
+    assert any("'b'" in m and "restart" in m for m in messages)
+
+
+def test_unknown_supervisor_setting_rejects_the_file() -> None:
+    with pytest.raises(ConfigError, match="shutdownGrase"):
+        parse_config(b'{"supervisor": {"shutdownGrase": 1}, "mcpServers": {}}', environ={})
