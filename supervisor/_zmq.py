@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Final, cast
 
 import trio
@@ -83,7 +84,8 @@ class TrioSocket:
 
     def close(self) -> None:
         if not self.sock.closed:
-            trio.lowlevel.notify_closing(self._fd)
+            with suppress(RuntimeError):  # outside trio: no task can be waiting on the FD
+                trio.lowlevel.notify_closing(self._fd)
             self.sock.close(linger=0)
 
 

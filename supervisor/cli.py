@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -92,14 +92,29 @@ def _claim_endpoint(endpoint: str) -> None:
 
 
 async def _serve(supervisor: Supervisor) -> None:
+    """Serve until SIGINT/SIGTERM; then drain in-flight calls (a second signal cuts that short) and stop."""
+    grace = supervisor.config.settings.shutdown_grace
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(supervisor.run)
             async for signum in signals:
-                log.info("%s received; stopping", signal.Signals(signum).name)
+                log.info(
+                    "%s received; finishing calls in flight (up to %g s)", signal.Signals(signum).name, grace
+                )
                 break
+            async with trio.open_nursery() as draining:
+                draining.start_soon(_cut_short, signals, draining.cancel_scope)
+                await supervisor.drain(grace)
+                draining.cancel_scope.cancel()
             nursery.cancel_scope.cancel()
     log.info("stopped")
+
+
+async def _cut_short(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    async for signum in signals:
+        log.warning("%s received again; stopping now", signal.Signals(signum).name)
+        scope.cancel()
+        return
 
 
 # ------------------------------------------------------------- commands
@@ -182,10 +197,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_restart(args: argparse.Namespace) -> int:
+def cmd_operate(args: argparse.Namespace) -> int:
+    """restart / stop / start SERVER."""
     with SupervisorClient(args.endpoint) as sup:
-        sup.restart(args.server)
-    print(f"restarting {args.server}")
+        getattr(sup, args.command)(args.server)
+    print(f"{args.command} {args.server}: done")
     return 0
 
 
@@ -253,9 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="a JSON array instead of a table")
     status.set_defaults(func=cmd_status)
 
-    restart = sub.add_parser("restart", parents=[common], help="restart one server's worker")
-    restart.add_argument("server")
-    restart.set_defaults(func=cmd_restart)
+    for name, text in (
+        ("restart", "restart one server's worker (also starts a stopped or failed one); counters reset"),
+        ("stop", "stop one server; it stays stopped until 'start' or 'restart'"),
+        ("start", "start a stopped or failed server"),
+    ):
+        operate = sub.add_parser(name, parents=[common], help=text)
+        operate.add_argument("server")
+        operate.set_defaults(func=cmd_operate)
     return parser
 
 

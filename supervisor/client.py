@@ -48,7 +48,9 @@ from supervisor.protocol import (
     Ping,
     Restart,
     ServerStatus,
+    Start,
     StatusReply,
+    Stop,
     ToolInfo,
     ToolList,
     ToolResult,
@@ -193,7 +195,16 @@ class SupervisorClient:
         return _expect(self._request(GetStatus(id=next(self._ids))), StatusReply).servers
 
     def restart(self, server: str) -> None:
+        """Restart a server's worker (coalesced with a restart already under way); counters reset."""
         _expect(self._request(Restart(id=next(self._ids), server=server)), Done)
+
+    def stop(self, server: str) -> None:
+        """Stop a server's worker; it stays stopped until ``start`` or ``restart``."""
+        _expect(self._request(Stop(id=next(self._ids), server=server)), Done)
+
+    def start(self, server: str) -> None:
+        """Start a stopped or failed server (a running one is left alone)."""
+        _expect(self._request(Start(id=next(self._ids), server=server)), Done)
 
     def ping(self) -> None:
         _expect(self._request(Ping(id=next(self._ids))), Done)
@@ -283,6 +294,12 @@ class AsyncSupervisorClient:
 
     async def restart(self, server: str) -> None:
         _expect(await self._request(Restart(id=next(self._ids), server=server)), Done)
+
+    async def stop(self, server: str) -> None:
+        _expect(await self._request(Stop(id=next(self._ids), server=server)), Done)
+
+    async def start(self, server: str) -> None:
+        _expect(await self._request(Start(id=next(self._ids), server=server)), Done)
 
     async def ping(self) -> None:
         _expect(await self._request(Ping(id=next(self._ids))), Done)

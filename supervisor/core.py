@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Final
 
@@ -27,11 +28,11 @@ import msgspec
 import trio
 import zmq
 
+from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import TrioSocket, Unroutable, bind_router
 from supervisor.config import Config
 from supervisor.keeper import Keeper
 from supervisor.paths import ipc_path
-from supervisor.policy import RestartPolicy
 from supervisor.protocol import (
     CallResult,
     CallTool,
@@ -47,8 +48,10 @@ from supervisor.protocol import (
     Ping,
     Ready,
     Restart,
+    Start,
     Started,
     StatusReply,
+    Stop,
     ToolList,
     decode_front_request,
     decode_worker_event,
@@ -79,19 +82,19 @@ class Supervisor:
         *,
         endpoint: str,
         worker_endpoint: str,
-        policy: RestartPolicy | None = None,
     ) -> None:
         self.config = config
         self.endpoint = endpoint
         self.worker_endpoint = worker_endpoint
         self.registry = Registry()
-        policy = policy or RestartPolicy()
-        self.keepers = {name: Keeper(spec, self, policy) for name, spec in config.servers.items()}
+        self.keepers = {name: Keeper(spec, self, config.settings) for name, spec in config.servers.items()}
         self._by_identity: dict[bytes, Keeper] = {}
         self._pending: dict[int, Pending] = {}
         self._deadlines: list[tuple[float, int]] = []
         self._timer: trio.CancelScope | None = None
         self._next_call = 0
+        self._draining = False
+        self._idle = trio.Event()  # set when draining and no call is in flight
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._front: TrioSocket | None = None
         self._link: TrioSocket | None = None
@@ -109,6 +112,7 @@ class Supervisor:
         """Start every worker, serve until cancelled, then stop every worker (bounded)."""
         self.bind()
         assert self._front is not None and self._link is not None
+        become_subreaper()  # a dead worker's escaped descendants come to us, to be killed and reaped
         try:
             # Cancelling this nursery is the shutdown: each keeper's shielded, bounded
             # clean-up closes its worker's lifeline and reaps worker and server.
@@ -118,6 +122,7 @@ class Supervisor:
                 nursery.start_soon(self._serve_front, self._front)
                 nursery.start_soon(self._serve_link, self._link)
                 nursery.start_soon(self._expire_deadlines)
+                nursery.start_soon(reap_on_sigchld, self._worker_pids)
                 log.info("listening on %s with %d servers", self.endpoint, len(self.keepers))
                 task_status.started()
         finally:
@@ -128,6 +133,25 @@ class Supervisor:
                 path = ipc_path(endpoint)
                 if path is not None:
                     path.unlink(missing_ok=True)
+
+    async def drain(self, grace: float) -> None:
+        """Refuse new calls and wait up to ``grace`` seconds for the calls in flight."""
+        self._draining = True
+        self._check_idle()
+        with trio.move_on_after(grace):
+            await self._idle.wait()
+        if self._pending:
+            log.warning("%d calls still in flight after %g s; stopping anyway", len(self._pending), grace)
+
+    def _check_idle(self) -> None:
+        if self._draining and not self._pending:
+            self._idle.set()
+
+    def _worker_pids(self) -> set[int] | None:
+        """Our own children (trio reaps them), or None while one is being forked."""
+        if any(keeper.spawning for keeper in self.keepers.values()):
+            return None
+        return {keeper.worker_pid for keeper in self.keepers.values() if keeper.worker_pid is not None}
 
     # ------------------------------------------------------------ keepers
 
@@ -145,6 +169,7 @@ class Supervisor:
             pending = self._pending.pop(call, None)
             if pending is not None:
                 self._reply(pending.caller, ErrorReply(id=pending.id, code="WORKER_CRASHED", message=reason))
+        self._check_idle()
 
     # ---------------------------------------------------------- front link
 
@@ -171,12 +196,19 @@ class Supervisor:
                     case GetStatus(id=id):
                         rows = [keeper.status() for keeper in self.keepers.values()]
                         self._reply(caller, StatusReply(id=id, servers=rows))
-                    case Restart(id=id, server=server):
-                        self._restart(caller, id, server)
+                    case (
+                        Restart(id=id, server=server)
+                        | Stop(id=id, server=server)
+                        | Start(id=id, server=server)
+                    ):
+                        self._operate(caller, request, id, server)
                     case Ping(id=id):
                         self._reply(caller, Done(id=id))
 
     def _call(self, caller: bytes, request: CallTool) -> None:
+        if self._draining:
+            self._error(caller, request.id, "UNAVAILABLE", "the supervisor is shutting down")
+            return
         route = self.registry.lookup(request.name)
         if route is None:
             keeper = self._owner_if_not_ready(request.name)
@@ -221,24 +253,35 @@ class Supervisor:
             why += f" (last error: {keeper.last_error})"
         self._error(caller, id, "UNAVAILABLE", why)
 
-    def _restart(self, caller: bytes, id: int, server: str) -> None:
+    def _operate(self, caller: bytes, request: Restart | Stop | Start, id: int, server: str) -> None:
         keeper = self.keepers.get(server)
         if keeper is None:
             known = ", ".join(self.keepers) or "none"
             self._error(caller, id, "BAD_REQUEST", f"no server named {server!r} (servers: {known})")
             return
-        log.info("operator restart of server %r", server)
-        keeper.request_restart()
+        match request:
+            case Restart():
+                acted = keeper.request_restart()
+            case Stop():
+                keeper.request_stop()
+                acted = True
+            case Start():
+                acted = keeper.request_start()
+        verb = type(request).__name__.lower()
+        log.info("operator %s of server %r%s", verb, server, "" if acted else " (already under way)")
         self._reply(caller, Done(id=id))
 
     # ---------------------------------------------------------- worker link
 
     async def _serve_link(self, link: TrioSocket) -> None:
         while True:
-            for frames in await link.receive_batch():
+            batch = await link.receive_batch()
+            now = trio.current_time()
+            for frames in batch:
                 keeper = self._by_identity.get(frames[0])
                 if keeper is None or len(frames) != 2:
                     continue  # a replaced incarnation, or noise: never delivered to anyone
+                keeper.last_heard = now
                 try:
                     event = decode_worker_event(frames[1])
                 except msgspec.DecodeError as exc:
@@ -270,11 +313,17 @@ class Supervisor:
             return None
         del self._pending[call]
         keeper.inflight.discard(call)
+        self._check_idle()
         return pending
 
     def _worker_send(self, identity: bytes, payload: bytes) -> None:
         assert self._link is not None
         self._link.send_nowait([identity, payload])
+
+    def send_to_worker(self, identity: bytes, payload: bytes) -> None:
+        """Send if that worker is connected (a worker still starting up may not be yet)."""
+        with suppress(Unroutable):
+            self._worker_send(identity, payload)
 
     # ------------------------------------------------------------ deadlines
 

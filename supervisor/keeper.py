@@ -1,16 +1,24 @@
 """A keeper owns one worker process: spawn, watch, stop, and restart it by policy.
 
-Above: the ``Supervisor``, which routes calls to a keeper's current worker
-incarnation and asks keepers to restart or stop. Below: one worker process
+Above: the ``Supervisor``, which routes calls to a keeper's live worker
+incarnation and relays operator commands. Below: one worker process
 (``python -m workers NAME``), whose stdin is its lifeline (a boot line, then
 held open until we want it gone) and whose stderr carries its log lines and
-its server's stderr into our log.
+its server's stderr into our log (``WorkerLog``).
 
-States: ``starting -> ready``; on any exit ``restarting -> starting`` after
-the policy's delay, or ``failed`` when the policy gives up; ``stopped`` while
-disabled in the config. An operator's restart starts it again at once from
-any state, with the policy's counters reset, and is never counted as a
-failure. Shutdown is cancellation: the shielded, bounded clean-up of the live
+States: ``starting -> ready``; when the worker ends, ``restarting ->
+starting`` after the policy's delay, or ``failed`` when the policy gives up
+(or the restart type is ``temporary``), or ``stopped`` (an operator's stop,
+``disabled`` in the config, or a ``transient`` server that exited normally).
+
+A live worker is watched two ways: it must be ready within ``startTimeout``,
+and once it has spoken it must answer heartbeats; either failure kills it
+(SIGKILL, which also ends a SIGSTOPped one) and counts as a failure.
+
+Operator commands never count as failures and are never undone by the
+policy: ``stop`` holds the server stopped; ``start`` and ``restart`` reset the
+counters; concurrent restarts coalesce into one until the new worker is ready.
+Shutdown is cancellation: the shielded, bounded clean-up of the live
 incarnation closes its lifeline and reaps the worker and its server.
 """
 
@@ -21,18 +29,18 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections import deque
-from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 import trio
 
-from supervisor._process import kill_group
-from supervisor.config import ServerSpec
-from supervisor.policy import RestartPolicy, RestartTracker
-from supervisor.protocol import Ready, ServerStatus, WorkerBoot, WorkerState
+from supervisor._process import kill_adopted, kill_group
+from supervisor.config import ServerSpec, SupervisorSettings
+from supervisor.policy import RestartTracker
+from supervisor.protocol import Heartbeat, Ready, ServerStatus, WorkerBoot, WorkerExit, WorkerState, encode
+from supervisor.worker_log import WorkerLog
 
 if TYPE_CHECKING:
     from supervisor.core import Supervisor
@@ -40,43 +48,75 @@ if TYPE_CHECKING:
 __all__ = ["Keeper"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
-server_log = logging.getLogger("mcp_supervisor.server")
 
 WORKER_STOP_TIMEOUT: Final = 8.0  # seconds a worker gets to close its session after its lifeline closes
 KILL_REAP_TIMEOUT: Final = 2.0  # seconds for a SIGKILLed worker to be reaped
-STDERR_TAIL: Final = 20  # server stderr lines kept for crash reports
-CRASH_REPORT_LINES: Final = 5  # of which this many go into a WORKER_CRASHED message
+HEARTBEAT: Final = encode(Heartbeat())
+
+Outcome = Literal["operator", "normal", "abnormal", "shutdown"]
 
 
 class Keeper:
     """Keeps one server's worker running, one incarnation at a time."""
 
-    def __init__(self, spec: ServerSpec, supervisor: Supervisor, policy: RestartPolicy) -> None:
+    def __init__(self, spec: ServerSpec, supervisor: Supervisor, settings: SupervisorSettings) -> None:
         self.spec = spec
         self.name = spec.name
+        self.policy = spec.policy
+        self.settings = settings
         self.sup = supervisor
-        self.tracker = RestartTracker(policy)
+        self.tracker = RestartTracker(spec.policy)
         self.state: WorkerState = "stopped" if spec.disabled else "starting"
         self.identity: bytes | None = None  # routing id of the live incarnation
         self.worker_pid: int | None = None
         self.server_pid: int | None = None
         self.last_error: str | None = "disabled in config" if spec.disabled else None
-        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.inflight: set[int] = set()  # supervisor call ids sent to the live incarnation
         self.restart_at: float | None = None
+        self.last_heard: float | None = None  # when the live worker last said anything
+        self.spawning = False  # a worker process is being forked (its pid is not known yet)
+        self.worker_log = WorkerLog(self.name)
+        self._want_running = not spec.disabled  # False after an operator's stop
+        self._restarting = False  # an operator's restart is under way: more of them coalesce
+        self._wake = trio.Event()  # an operator asked for something
+        self._ready = trio.Event()  # the live incarnation said Ready
+        self._process: trio.Process | None = None
+        self._ending: Outcome | None = None  # why we are ending the live worker, if we are
+        self._kill_reason: str | None = None
         self._started_at = 0.0
         self._incarnation = 0
-        self._wake = trio.Event()  # an operator asked for a (re)start
-        self._stop_worker: Callable[[], None] | None = None
 
     # ------------------------------------------------------------- operator
 
-    def request_restart(self) -> None:
-        """Restart now, forgetting past failures; coalesces with a restart already asked for."""
+    def request_restart(self) -> bool:
+        """Restart now with the counters reset; False when a restart is already under way."""
+        if self._restarting:
+            return False
+        self._restarting = True
+        self._want_running = True
         self.tracker.reset()
-        if self._stop_worker is not None:
-            self._stop_worker()
+        self._end_worker()
+        self.state = "restarting" if self._process is not None else "starting"
         self._wake.set()
+        return True
+
+    def request_stop(self) -> None:
+        """Stop the worker and keep the server stopped until ``start`` or ``restart``."""
+        self._want_running = False
+        self._restarting = False
+        self._end_worker()
+        self.state = "stopped"
+        self._wake.set()
+
+    def request_start(self) -> bool:
+        """Start a stopped or failed server; False when it is already running or starting."""
+        if self._want_running and self.state not in ("failed", "stopped"):
+            return False
+        self._want_running = True
+        self.tracker.reset()
+        self.state = "starting"
+        self._wake.set()
+        return True
 
     def status(self) -> ServerStatus:
         return ServerStatus(
@@ -91,36 +131,51 @@ class Keeper:
             next_restart_in=max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
         )
 
+    def _end_worker(self) -> None:
+        """Close the live worker's lifeline (an orderly stop), if there is one."""
+        process = self._process
+        if process is not None and self._ending is None:
+            self._ending = "operator"
+            assert process.stdin is not None
+            trio.lowlevel.spawn_system_task(_close_quietly, process.stdin)
+
+    def _kill(self, reason: str) -> None:
+        """Kill the live worker now (it hangs or is stopped); counted as a failure."""
+        if self._process is not None and self._kill_reason is None:
+            self._kill_reason = reason
+            log.error("server %r: %s; killing its worker", self.name, reason)
+            self._process.kill()
+
     # ------------------------------------------------------------- life cycle
 
     async def run(self) -> None:
-        waiting = self.spec.disabled
         while True:
-            if waiting:
-                await self._wake.wait()
+            if not self._want_running:
+                await self._park("stopped")
+                continue
             self._wake = trio.Event()
             try:
-                operator_stop = await self._run_once()
+                outcome = await self._run_once()
             except Exception as exc:  # boundary: one worker's failure must not end the supervisor
                 log.exception("server %r: starting or watching its worker failed", self.name)
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                operator_stop = False
-            waiting = False
-            if operator_stop:
+                outcome = "abnormal"
+            if outcome == "operator":
+                continue
+            self._restarting = False
+            restart = self.policy.restart
+            if restart == "temporary" or (restart == "transient" and outcome == "normal"):
+                self._want_running = outcome != "normal"  # a failed temporary server waits for start
+                await self._park("failed" if outcome == "abnormal" else "stopped")
                 continue
             delay = self.tracker.failed(trio.current_time())
             if delay is None:
-                self.state = "failed"
                 log.error(
                     "server %r failed: more than %d restarts in %g s; last error: %s "
                     "(run 'mcp-supervisor restart %s' to try again)",
-                    self.name,
-                    self.tracker.policy.max_restarts,
-                    self.tracker.policy.window,
-                    self.last_error,
-                    self.name,
+                    *(self.name, self.policy.max_restarts, self.policy.window, self.last_error, self.name),
                 )
-                waiting = True
+                await self._park("failed")
                 continue
             self.state = "restarting"
             if delay > 0:
@@ -130,8 +185,14 @@ class Keeper:
                     await self._wake.wait()
                 self.restart_at = None
 
-    async def _run_once(self) -> bool:
-        """Run one worker incarnation to its end; True when an operator's restart ended it."""
+    async def _park(self, state: WorkerState) -> None:
+        """Stay in ``state`` until an operator asks for something."""
+        self.state = state
+        self._wake = trio.Event()
+        await self._wake.wait()
+
+    async def _run_once(self) -> Outcome:
+        """Run one worker incarnation to its end and say how it ended."""
         self._incarnation += 1
         identity = f"{self.name}/{self._incarnation}/{secrets.token_hex(4)}".encode()
         boot = WorkerBoot(
@@ -143,52 +204,83 @@ class Keeper:
         )
         self.state = "starting"
         self._started_at = trio.current_time()
-        self.stderr_tail.clear()
+        self._ready = trio.Event()
+        self._ending = self._kill_reason = None
+        self.last_heard = None
+        self.worker_log.tail.clear()
         self.server_pid = None
-        operator_stop = False
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "workers", self.name],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        self.spawning = True
+        try:
+            process = await trio.lowlevel.open_process(
+                [sys.executable, "-m", "workers", self.name],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        finally:
+            self.spawning = False
+        self._process = process
         self.worker_pid = process.pid
         self.identity = identity
         self.sup.attach(identity, self)
+        if not self._want_running:  # an operator's stop arrived while we were spawning
+            self._end_worker()
         assert process.stdin is not None and process.stderr is not None
-        lifeline = process.stdin
-
-        def stop_worker() -> None:
-            nonlocal operator_stop
-            operator_stop = True
-            self._stop_worker = None
-            nursery.start_soon(lifeline.aclose)
-
-        ended = False  # the worker exited on its own (not cancelled by shutdown, no error here)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._pump_stderr, process.stderr)
-                self._stop_worker = stop_worker
+                nursery.start_soon(self.worker_log.pump, process.stderr)
                 with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     # a worker that dies at once closes this pipe; its exit code says why
-                    await lifeline.send_all(msgspec.json.encode(boot) + b"\n")
+                    await process.stdin.send_all(msgspec.json.encode(boot) + b"\n")
+                nursery.start_soon(self._watch_start)
+                nursery.start_soon(self._watch_heartbeats, identity)
                 await process.wait()
-                ended = True
                 nursery.cancel_scope.cancel()
         finally:
-            self._stop_worker = None
+            ended_on_its_own = process.returncode is not None and self._ending is None
+            self._ending = self._ending or "shutdown"
             with trio.CancelScope(shield=True):
-                await self._reap(process, lifeline)
-            reason = self._exit_reason(process.returncode) if ended else "the supervisor is stopping"
-            if ended and not operator_stop:
+                await self._reap(process)
+            outcome = self._outcome(process.returncode) if ended_on_its_own else self._ending
+            reason = self._exit_reason(process.returncode)
+            if outcome in ("normal", "abnormal"):
                 self.last_error = reason
-                log.error("server %r: %s", self.name, reason)
+                (log.warning if outcome == "normal" else log.error)("server %r: %s", self.name, reason)
+            elif outcome == "shutdown":
+                reason = "the supervisor is stopping"
             self.sup.detach(self, f"server {self.name!r}: {reason}")
-        return operator_stop
+        return outcome
 
-    async def _reap(self, process: trio.Process, lifeline: trio.abc.SendStream) -> None:
+    def _outcome(self, code: int | None) -> Outcome:
+        return "normal" if code == WorkerExit.SERVER_DONE and self._kill_reason is None else "abnormal"
+
+    async def _watch_start(self) -> None:
+        with trio.move_on_after(self.policy.start_timeout):
+            await self._ready.wait()
+            return
+        self._kill(
+            f"did not finish starting (initialize and tools/list) within {self.policy.start_timeout:g} s"
+        )
+
+    async def _watch_heartbeats(self, identity: bytes) -> None:
+        """Once the worker has spoken, it must keep answering heartbeats."""
+        interval, timeout = self.settings.heartbeat_interval, self.settings.heartbeat_timeout
+        while True:
+            self.sup.send_to_worker(identity, HEARTBEAT)
+            if self.last_heard is None:
+                await trio.sleep(interval)
+                continue
+            silent_until = self.last_heard + timeout
+            now = trio.current_time()
+            if now >= silent_until:
+                self._kill(f"worker stopped answering heartbeats for {timeout:g} s")
+                return
+            await trio.sleep(min(interval, silent_until - now))
+
+    async def _reap(self, process: trio.Process) -> None:
         """Make sure the worker and its server are gone; every wait bounded."""
-        await lifeline.aclose()
+        assert process.stdin is not None
+        await _close_quietly(process.stdin)
         with trio.move_on_after(WORKER_STOP_TIMEOUT):
             await process.wait()
         if process.returncode is None:
@@ -198,16 +290,24 @@ class Keeper:
                 await process.wait()
         if self.server_pid is not None:  # the worker may have died without stopping its server
             kill_group(self.server_pid, signal.SIGKILL)
+        # what escaped that group was re-parented to the worker, and now to us (a subreaper)
+        kill_adopted(keep=_is_ours)
+        self._process = None
         self.worker_pid = None
         self.server_pid = None
+        self.last_heard = None
 
     def _exit_reason(self, code: int | None) -> str:
-        if code is not None and code < 0:
+        if self._kill_reason is not None:
+            what = self._kill_reason
+        elif code is not None and code < 0:
             what = f"worker was killed by {signal.Signals(-code).name}"
+        elif code == WorkerExit.SERVER_DONE:
+            what = "server exited with status 0"
         else:
             what = f"worker exited with code {code}"
-        tail = list(self.stderr_tail)[-CRASH_REPORT_LINES:]
-        return f"{what}; last stderr: {' | '.join(tail)}" if tail else what
+        report = self.worker_log.report()
+        return f"{what}; last stderr: {report}" if report else what
 
     # ---------------------------------------------------------- from the link
 
@@ -219,38 +319,23 @@ class Keeper:
         self.state = "ready"
         self.server_pid = event.server_pid
         self.tracker.ready(now)
+        self._restarting = False
+        self._ready.set()
         infos = self.sup.registry.replace(self.name, event.tools)
         log.info(
             "server %r ready: %d tools in %.2f s (%s)",
-            self.name,
-            len(infos),
-            now - self._started_at,
-            event.server_name or "unnamed server",
+            *(self.name, len(infos), now - self._started_at, event.server_name or "unnamed server"),
         )
 
-    async def _pump_stderr(self, stream: trio.abc.ReceiveStream) -> None:
-        pending = b""
-        while True:
-            try:
-                chunk = await stream.receive_some(65536)
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                chunk = b""
-            if not chunk:
-                return
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                self._log_line(line.decode(errors="replace"))
 
-    def _log_line(self, line: str) -> None:
-        kind, _, text = line.partition(" ")
-        if kind == "S":
-            self.stderr_tail.append(text)
-            server_log.info("[%s] %s", self.name, text)
-        elif kind.isdigit():
-            level = int(kind)
-            if level >= logging.ERROR:
-                self.stderr_tail.append(text)
-            log.log(level, "[%s] %s", self.name, text)
-        elif line:
-            log.info("[%s] %s", self.name, line)
+_OWN_CMDLINE: Final = Path("/proc/self/cmdline").read_bytes()
+
+
+def _is_ours(pid: int, cmdline: bytes) -> bool:
+    """A worker (or a child being forked into one): never taken for an adopted orphan."""
+    return b"\0-m\0workers\0" in cmdline or cmdline == _OWN_CMDLINE
+
+
+async def _close_quietly(stream: trio.abc.SendStream) -> None:
+    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        await stream.aclose()

@@ -17,6 +17,7 @@ older peer still decodes a newer message (unknown fields are skipped).
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Final, Literal
 
 import msgspec
@@ -42,14 +43,17 @@ __all__ = [
     "Ready",
     "Restart",
     "ServerStatus",
+    "Start",
     "Started",
     "StatusReply",
+    "Stop",
     "ToolInfo",
     "ToolList",
     "ToolResult",
     "WorkerBoot",
     "WorkerCommand",
     "WorkerEvent",
+    "WorkerExit",
     "WorkerTool",
     "decode_front_reply",
     "decode_front_request",
@@ -158,11 +162,25 @@ class Restart(_Message):
     server: str
 
 
+class Stop(_Message):
+    """Stop a server's worker and keep it stopped until Start or Restart."""
+
+    id: int
+    server: str
+
+
+class Start(_Message):
+    """Start a stopped or failed server (a running one is left alone)."""
+
+    id: int
+    server: str
+
+
 class Ping(_Message):
     id: int
 
 
-FrontRequest = ListTools | CallTool | GetStatus | Restart | Ping
+FrontRequest = ListTools | CallTool | GetStatus | Restart | Stop | Start | Ping
 
 # --------------------------------------------------------------- front replies
 
@@ -260,6 +278,15 @@ decode_worker_event = _worker_event.decode
 # ------------------------------------------------------------ worker start-up
 
 
+class WorkerExit(enum.IntEnum):
+    """A worker process's exit status, as its keeper reads it."""
+
+    LIFELINE = 0  # the supervisor closed the lifeline: an orderly stop
+    SERVER_DIED = 3  # the server exited abnormally, its connection closed, or it stopped answering pings
+    START_FAILED = 4  # the server could not be started or initialized
+    SERVER_DONE = 5  # the server exited on its own with status 0
+
+
 class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):
     """The one JSON line a keeper writes to a new worker's stdin (so secrets stay out of argv)."""
 
@@ -268,3 +295,4 @@ class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):
     identity: str  # this incarnation's routing id
     spec: ServerSpec
     log_level: int = 20
+    stderr_lines_per_second: float = 100.0  # the server's stderr beyond this rate is counted, not logged

@@ -33,7 +33,8 @@ from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from supervisor._process import kill_group
+from supervisor._process import kill_adopted, kill_group
+from workers.ratelimit import RateLimit
 
 __all__ = ["CommandNotFound", "StdioServer"]
 
@@ -81,11 +82,22 @@ class StdioServer:
         self._cwd = cwd
         self._on_stderr = on_stderr
         self.process: trio.Process | None = None
+        self.spawned = trio.Event()
+        self._garbage = RateLimit(rate=1, burst=10)  # warnings about non-JSON-RPC lines on stdout
         self.exited = trio.Event()
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode if self.process is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group now (the orderly stop still runs afterwards)."""
+        if self.process is not None:
+            kill_group(self.process.pid, signal.SIGKILL)
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
@@ -99,6 +111,7 @@ class StdioServer:
             start_new_session=True,
         )
         self.process = process
+        self.spawned.set()
         to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](64)
         write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](64)
         try:
@@ -153,7 +166,10 @@ class StdioServer:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
-            log.warning("server wrote a line that is not JSON-RPC on stdout: %.200r", line)
+            if self._garbage.allow():
+                more = self._garbage.take_dropped()
+                also = f" (and {more} more such lines)" if more else ""
+                log.warning("server wrote a line that is not JSON-RPC on stdout%s: %.200r", also, line)
             return
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await to_session.send(SessionMessage(message))
@@ -196,6 +212,9 @@ class StdioServer:
                 await process.wait()
             if process.returncode is None:
                 log.error("server process %d survived SIGKILL; abandoning it", process.pid)
+        # Whatever escaped the group (a double-forked daemon) was re-parented to us: end it too.
+        # Its zombie is reaped on SIGCHLD, or by the supervisor once we have exited.
+        kill_adopted(keep=lambda pid, _cmdline: False)
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:

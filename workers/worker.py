@@ -42,6 +42,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, Implementation
 from pydantic import ValidationError
 
 from supervisor import __version__
+from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
 from supervisor.protocol import (
     Heartbeat,
@@ -49,11 +50,14 @@ from supervisor.protocol import (
     InvokeFailed,
     InvokeResult,
     Ready,
+    Started,
     WorkerBoot,
+    WorkerExit,
     WorkerTool,
     decode_worker_command,
     encode,
 )
+from workers.ratelimit import RateLimit
 from workers.results import to_tool_result
 from workers.stdio import CommandNotFound, StdioServer
 
@@ -61,10 +65,8 @@ __all__ = ["main"]
 
 log = logging.getLogger("mcp_supervisor.worker")
 
-EXIT_LIFELINE: Final = 0  # the supervisor closed our stdin: an orderly stop
-EXIT_SERVER_DIED: Final = 3
-EXIT_START_FAILED: Final = 4
 MAX_TOOL_PAGES: Final = 1000  # a paginator that never ends cannot hang start-up
+HEARTBEAT: Final = encode(Heartbeat())
 
 
 class _LineHandler(logging.Handler):
@@ -79,35 +81,68 @@ class _LineHandler(logging.Handler):
             self.handleError(record)
 
 
-def _server_stderr(line: str) -> None:
-    sys.stderr.write(f"S {line}\n")
-    sys.stderr.flush()
+class StderrRelay:
+    """Relays the server's stderr lines as ``S <line>``, at most ``rate`` lines a second (bursts of 5x).
+
+    A server flooding stderr costs the pipe nothing beyond that: the rest is
+    counted, and the count is reported once a second.
+    """
+
+    def __init__(self, rate: float) -> None:
+        self.limit = RateLimit(rate, 5 * rate)
+
+    def __call__(self, line: str) -> None:
+        if self.limit.allow():
+            self.report_dropped()
+            sys.stderr.write(f"S {line}\n")
+            sys.stderr.flush()
+
+    def report_dropped(self) -> None:
+        if dropped := self.limit.take_dropped():
+            sys.stderr.write(f"{logging.WARNING} {dropped} server stderr lines not logged (rate limit)\n")
+            sys.stderr.flush()
+
+    async def report_forever(self) -> None:
+        """Report a flood's dropped lines once a second, even when the server falls silent after it."""
+        while True:
+            await trio.sleep(1)
+            self.report_dropped()
 
 
 class Worker:
-    def __init__(self, boot: WorkerBoot, link: TrioSocket) -> None:
+    def __init__(self, boot: WorkerBoot, link: TrioSocket, parent: int) -> None:
         self.boot = boot
         self.link = link
-        self.exit_code = EXIT_LIFELINE
-        self._scope = trio.CancelScope()
+        self.parent = parent  # the supervisor's pid; another parent means it died
+        self.exit_code = WorkerExit.LIFELINE
+        self.client: Client | None = None
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
+        self._scope = trio.CancelScope()
 
     async def run(self) -> int:
         spec = self.boot.spec
         if spec.transport != "stdio" or spec.command is None:
             log.error("transport %r is not supported by this worker yet", spec.transport)
-            return EXIT_START_FAILED
+            return WorkerExit.START_FAILED
         try:
             server = StdioServer(
-                spec.command, list(spec.args), env=dict(spec.env), cwd=spec.cwd, on_stderr=_server_stderr
+                spec.command,
+                list(spec.args),
+                env=dict(spec.env),
+                cwd=spec.cwd,
+                on_stderr=StderrRelay(self.boot.stderr_lines_per_second),
             )
         except CommandNotFound as exc:
             log.error("cannot start server: %s", exc)
-            return EXIT_START_FAILED
+            return WorkerExit.START_FAILED
+        self.server = server
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             nursery.start_soon(self._watch_lifeline)
-            nursery.start_soon(self._watch_server, server)
+            nursery.start_soon(self._watch_server)
+            nursery.start_soon(self._serve_link, nursery)
+            nursery.start_soon(reap_on_sigchld, self._trio_children)
+            nursery.start_soon(self._report_spawn)
             try:
                 async with Client(
                     server.connect(),
@@ -116,49 +151,89 @@ class Worker:
                 ) as client:
                     tools = await _list_all_tools(client)
                     self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
+                    self.client = client
                     self._send(Ready(tools=tools, server_pid=server.pid, server_name=_server_name(client)))
-                    await self._serve(client)
+                    await self._keep_alive(client)
             except (OSError, MCPError, ValidationError) as exc:
                 if not self._scope.cancel_called:
                     log.error("server start-up failed: %s", exc)
-                self._end(EXIT_START_FAILED)
+                self._end(WorkerExit.START_FAILED)
             self._end(self.exit_code)
         return self.exit_code
+
+    async def _report_spawn(self) -> None:
+        await self.server.spawned.wait()
+        assert self.server.pid is not None
+        self._send(Started(server_pid=self.server.pid))
+
+    def _trio_children(self) -> set[int] | None:
+        """Children that trio reaps itself (the server), or None while it is being spawned."""
+        pid = self.server.pid
+        return None if pid is None and not self.server.exited.is_set() else {pid} if pid else set()
 
     def _end(self, exit_code: int) -> None:
         """Stop everything; the first reason to end wins."""
         if not self._scope.cancel_called:
-            self.exit_code = exit_code
+            self.exit_code = WorkerExit(exit_code)
             self._scope.cancel()
 
     async def _watch_lifeline(self) -> None:
         while True:
             await trio.lowlevel.wait_readable(0)
             if not os.read(0, 4096):
-                log.debug("supervisor closed the lifeline; stopping")
-                self._end(EXIT_LIFELINE)
+                break
+        if os.getppid() != self.parent:
+            # The supervisor died (kill -9?): nobody waits for an orderly stop, so leave no
+            # server behind even for a moment.
+            log.error("supervisor is gone; killing the server")
+            self.server.kill()
+        self._end(WorkerExit.LIFELINE)
+
+    async def _watch_server(self) -> None:
+        await self.server.exited.wait()
+        code = self.server.returncode
+        if code == 0:
+            log.warning("server process exited with status 0")
+            self._end(WorkerExit.SERVER_DONE)
+        else:
+            log.error(
+                "server process exited with %s", f"code {code}" if code and code > 0 else f"signal {code}"
+            )
+            self._end(WorkerExit.SERVER_DIED)
+
+    async def _keep_alive(self, client: Client) -> None:
+        """Ping the server every ``pingInterval`` (if set); one that does not answer ends the worker."""
+        interval = self.boot.spec.policy.ping_interval
+        if interval is None:
+            await trio.sleep_forever()
+            return
+        while True:
+            await trio.sleep(interval)
+            try:
+                with trio.fail_after(interval):
+                    await client.send_ping()
+            except (trio.TooSlowError, MCPError) as exc:
+                log.error("server did not answer a ping within %g s: %s", interval, exc or "timed out")
+                self._end(WorkerExit.SERVER_DIED)
                 return
 
-    async def _watch_server(self, server: StdioServer) -> None:
-        await server.exited.wait()
-        code = server.process.returncode if server.process is not None else None
-        log.error("server process exited with code %s", code)
-        self._end(EXIT_SERVER_DIED)
-
-    async def _serve(self, client: Client) -> None:
-        async with trio.open_nursery() as calls:
-            while True:
-                for frames in await self.link.receive_batch():
-                    try:
-                        command = decode_worker_command(frames[-1])
-                    except msgspec.DecodeError as exc:
-                        log.error("undecodable command from the supervisor: %s", exc)
-                        continue
-                    match command:
-                        case Invoke():
-                            calls.start_soon(self._call, client, command)
-                        case Heartbeat():
-                            self._send(Heartbeat())
+    async def _serve_link(self, nursery: trio.Nursery) -> None:
+        """Commands from the supervisor: heartbeats from the start, calls once the session is ready."""
+        while True:
+            for frames in await self.link.receive_batch():
+                try:
+                    command = decode_worker_command(frames[-1])
+                except msgspec.DecodeError as exc:
+                    log.error("undecodable command from the supervisor: %s", exc)
+                    continue
+                match command:
+                    case Invoke():
+                        if self.client is None:
+                            self._fail(command.call, "UNAVAILABLE", "the server is still starting")
+                        else:
+                            nursery.start_soon(self._call, self.client, command)
+                    case Heartbeat():
+                        self.link.send_nowait([HEARTBEAT])
 
     async def _call(self, client: Client, invoke: Invoke) -> None:
         call = invoke.call
@@ -194,7 +269,7 @@ class Worker:
                 # The session is gone: end the worker; the supervisor fails this call
                 # with WORKER_CRASHED and the server's last stderr lines.
                 log.error("the connection to the server closed during a call to %r", invoke.tool)
-                self._end(EXIT_SERVER_DIED)
+                self._end(WorkerExit.SERVER_DIED)
                 return None
             code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
             return self._fail(call, code, f"tool {invoke.tool!r}: {exc} (JSON-RPC error {exc.code})")
@@ -208,7 +283,7 @@ class Worker:
     def _fail(self, call: int, code: str, message: str) -> None:
         self._send(InvokeFailed(call=call, code=code, message=message))
 
-    def _send(self, event: Ready | InvokeResult | InvokeFailed | Heartbeat) -> None:
+    def _send(self, event: Started | Ready | InvokeResult | InvokeFailed) -> None:
         self.link.send_nowait([encode(event)])
 
 
@@ -266,6 +341,7 @@ def _connect(boot: WorkerBoot) -> TrioSocket:
 
 
 def main() -> int:
+    parent = os.getppid()
     handler = _LineHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
@@ -273,13 +349,14 @@ def main() -> int:
         boot = msgspec.json.decode(sys.stdin.buffer.readline(), type=WorkerBoot)
     except msgspec.DecodeError as exc:
         log.error("bad boot message on stdin: %s", exc)
-        return EXIT_START_FAILED
+        return WorkerExit.START_FAILED
     logging.getLogger().setLevel(boot.log_level)
+    become_subreaper()  # daemons that escape the server's process group are re-parented to us
     link = _connect(boot)
     try:
-        return trio.run(Worker(boot, link).run)
+        return trio.run(Worker(boot, link, parent).run)
     except KeyboardInterrupt:
-        return EXIT_LIFELINE
+        return WorkerExit.LIFELINE
     finally:
         link.close()
         zmq.Context.instance().term()

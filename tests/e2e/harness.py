@@ -111,6 +111,9 @@ class SupervisorProcess:
         return poll(f"server states {states or 'all ready'}", check, timeout)  # type: ignore[no-any-return]
 
     def stop(self, sig: signal.Signals = signal.SIGINT) -> int:
+        """Signal the supervisor and wait (bounded) for it to exit; safe to call again."""
+        if self._log.closed:
+            return self.process.returncode
         if self.process.poll() is None:
             self.process.send_signal(sig)
             try:

@@ -20,6 +20,24 @@ Tools:
     env {name}               -> the value of the environment variable ``name`` ("" when unset)
     pid {}                   -> the server's process id
     "weird name/with.chars"  -> returns "weird" (a name a client has to sanitise)
+    spawn {count, detach=false}
+                             -> starts ``count`` processes that sleep for 600 s and returns a JSON list of
+                                their pids. Plain children stay in the server's process group; with
+                                ``detach`` each is a classic daemon (double fork, ``os.setsid()`` in the
+                                grandchild), so a ``killpg`` on the server's group does not reach it.
+                                Every sleeper has stdin/stdout/stderr on /dev/null, no other fds and
+                                SIGTERM at its default disposition (even under TEST_SERVER_IGNORE_SIGTERM)
+    flood_stderr {megabytes, line_length=200}
+                             -> writes ``megabytes`` MiB (2**20 bytes) to stderr as lines of
+                                ``line_length`` bytes (newline included; the last one may be shorter),
+                                synchronously, blocking the event loop while the pipe is full; returns
+                                "flooded"
+    garbage_stdout {lines, huge_bytes=0}
+                             -> writes ``lines`` non-JSON lines and, when ``huge_bytes`` > 0, one line of
+                                ``huge_bytes`` bytes plus its newline to the protocol stdout (between two
+                                JSON-RPC messages, never inside one), then returns "garbage sent"
+    hang {}                  -> ``time.sleep(3600)`` inside the handler: blocks the whole event loop, so
+                                the server answers nothing any more (pings included)
     extra_0 .. extra_{N-1}   -> echo ``text`` (N = TEST_SERVER_EXTRA_TOOLS)
 
 Unknown tools get a JSON-RPC error -32602 ("Unknown tool: <name>").
@@ -30,18 +48,32 @@ Environment:
     TEST_SERVER_STATE_DIR     directory for the ``slow`` marker files (optional)
     TEST_SERVER_STARTUP_STDERR  one line written to stderr at start (optional)
     TEST_SERVER_INIT_DELAY    seconds to sleep before serving (default 0)
+    TEST_SERVER_HANG_INIT     "1": never serve, so ``initialize`` is never answered (an infinite
+                              TEST_SERVER_INIT_DELAY; stdin is not read)
+    TEST_SERVER_IGNORE_SIGTERM  "1": ignore SIGTERM (SIG_IGN, set before the startup stderr line); when
+                              stdin closes, write PARKED_LINE ("stdin closed; staying alive ...") to
+                              stderr and sleep forever with stdout still open: only SIGKILL stops it
     TEST_SERVER_NAME          server name reported to clients (default "mcp-test-server")
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
+import math
 import os
+import signal
+import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import anyio
+import anyio.to_thread
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -51,12 +83,89 @@ from mcp.shared.exceptions import MCPError
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
 WAV_TINY = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="
 CURSOR_PREFIX = "page-"
+MIB = 1 << 20
+SPAWN_SLEEP_SECONDS = 600
+PARKED_LINE = "stdin closed; staying alive (TEST_SERVER_IGNORE_SIGTERM)"
+
+# A plain child: back to the default SIGTERM disposition (SIG_IGN survives exec), then sleep.
+SLEEPER = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+time.sleep(float(sys.argv[1]))
+"""
+# The intermediate of a detached child: fork, and in the grandchild setsid() *before* reporting the
+# pid through fd 1 (a pipe to the server), so a reported pid has already left the process group.
+# The grandchild then points fds 0-2 at /dev/null, which drops that pipe: the server reads EOF.
+DAEMONIZER = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+if os.fork() == 0:
+    os.setsid()
+    os.write(1, b"%d\\n" % os.getpid())
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    time.sleep(float(sys.argv[1]))
+os._exit(0)
+"""
 
 ToolFn = Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]
 
 
 def _env_int(name: str, default: int = 0) -> int:
     return int(os.environ.get(name) or default)
+
+
+def _env_flag(name: str) -> bool:
+    return (os.environ.get(name) or "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class ProtocolStdout:
+    """The stream the JSON-RPC messages go out on, shared by the SDK's writer and ``garbage_stdout``.
+
+    ``stdio_server()`` takes fd 1 for itself (it serves the wire from a private duplicate and points
+    fd 1 at stderr), which would leave no way to reach the wire. So ``claim()`` does the same divert
+    itself and hands this object to ``stdio_server(stdout=...)``. Every ``write`` goes out whole under
+    one lock, so garbage always lands between two messages, never inside one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+
+    @contextmanager
+    def claim(self) -> Iterator[ProtocolStdout]:
+        # Close-on-exec and above 2: children never inherit the wire.
+        self._fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.dup2(2, 1)  # stray prints (and inheriting children) hit stderr, as under stdio_server()
+        try:
+            yield self
+        finally:
+            os.dup2(self._fd, 1)  # like stdio_server(): the wire is fd 1 again on exit
+
+    def write(self, text: str) -> int:
+        self.write_bytes(text.encode("utf-8"))
+        return len(text)
+
+    def write_bytes(self, data: bytes) -> None:
+        if self._fd is None:
+            raise MCPError(code=types.INTERNAL_ERROR, message="the protocol stdout is not claimed")
+        with self._lock:
+            _write_all(self._fd, data)
+
+    def flush(self) -> None:
+        """Nothing is buffered."""
+
+
+PROTOCOL_STDOUT = ProtocolStdout()
+_children: list[subprocess.Popen[bytes]] = []  # plain spawn children, kept so they are not collected
 
 
 def _text(text: str) -> types.CallToolResult:
@@ -170,6 +279,81 @@ async def _weird(args: dict[str, Any]) -> types.CallToolResult:
     return _text("weird")
 
 
+def _spawn_attached() -> int:
+    child = subprocess.Popen(
+        [sys.executable, "-c", SLEEPER, str(SPAWN_SLEEP_SECONDS)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+    )
+    _children.append(child)
+    return child.pid
+
+
+def _spawn_detached() -> int:
+    intermediate = subprocess.Popen(
+        [sys.executable, "-c", DAEMONIZER, str(SPAWN_SLEEP_SECONDS)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+    )
+    out, _ = intermediate.communicate(timeout=30)  # EOF once the grandchild dropped the pipe
+    if intermediate.returncode != 0 or not out.strip().isdigit():
+        raise MCPError(
+            code=types.INTERNAL_ERROR,
+            message=f"detaching failed: exit {intermediate.returncode}, output {out!r}",
+        )
+    return int(out)
+
+
+def _spawn_all(count: int, detach: bool) -> list[int]:
+    spawn_one = _spawn_detached if detach else _spawn_attached
+    return [spawn_one() for _ in range(count)]
+
+
+async def _spawn(args: dict[str, Any]) -> types.CallToolResult:
+    count = int(args["count"])
+    if count < 0:
+        raise ValueError(f"count must not be negative: {count}")
+    pids = await anyio.to_thread.run_sync(_spawn_all, count, bool(args.get("detach", False)))
+    return _text(json.dumps(pids))
+
+
+async def _flood_stderr(args: dict[str, Any]) -> types.CallToolResult:
+    total = int(float(args["megabytes"]) * MIB)
+    line_length = int(args.get("line_length", 200))
+    if total < 0 or line_length < 1:
+        raise ValueError(f"need megabytes >= 0 and line_length >= 1, got {total} bytes, {line_length}")
+    line = (b"flood " + b"x" * line_length)[: line_length - 1] + b"\n"
+    chunk = line * max(1, (64 * 1024) // line_length)
+    sys.stderr.flush()
+    remaining = total
+    while remaining >= len(chunk):
+        _write_all(2, chunk)
+        remaining -= len(chunk)
+    whole, rest = divmod(remaining, line_length)
+    _write_all(2, line * whole + (line[: rest - 1] + b"\n" if rest else b""))
+    return _text("flooded")
+
+
+async def _garbage_stdout(args: dict[str, Any]) -> types.CallToolResult:
+    lines = int(args["lines"])
+    huge_bytes = int(args.get("huge_bytes", 0))
+    garbage = [f"garbage line {i}: this is not JSON-RPC }}{{ <<>>\n".encode() for i in range(lines)]
+    if huge_bytes > 0:
+        garbage.append(b"H" * huge_bytes + b"\n")
+    # The reply to this call goes out after this write, on the same stream: the garbage comes first.
+    await anyio.to_thread.run_sync(PROTOCOL_STDOUT.write_bytes, b"".join(garbage))
+    return _text("garbage sent")
+
+
+async def _hang(args: dict[str, Any]) -> types.CallToolResult:
+    time.sleep(3600)  # noqa: ASYNC251 - blocking the event loop is the point
+    return _text("woke up")
+
+
 def build_tools(extra: int) -> list[tuple[types.Tool, ToolFn]]:
     """All tools in listing order, each with its implementation."""
 
@@ -194,6 +378,31 @@ def build_tools(extra: int) -> list[tuple[types.Tool, ToolFn]]:
         (tool("env", "Read an environment variable.", _schema({"name": STRING})), _env),
         (tool("pid", "Return the server's process id.", _schema({})), _pid),
         (tool("weird name/with.chars", "A name that needs sanitising.", _schema({})), _weird),
+        (
+            tool(
+                "spawn",
+                "Start long-sleeping child processes (detach: escape the process group).",
+                _schema({"count": INTEGER, "detach": {"type": "boolean", "default": False}}, ["count"]),
+            ),
+            _spawn,
+        ),
+        (
+            tool(
+                "flood_stderr",
+                "Write megabytes of lines to stderr as fast as possible.",
+                _schema({"megabytes": NUMBER, "line_length": {**INTEGER, "default": 200}}, ["megabytes"]),
+            ),
+            _flood_stderr,
+        ),
+        (
+            tool(
+                "garbage_stdout",
+                "Write non-JSON lines (and optionally one huge line) to the protocol stdout.",
+                _schema({"lines": INTEGER, "huge_bytes": {**INTEGER, "default": 0}}, ["lines"]),
+            ),
+            _garbage_stdout,
+        ),
+        (tool("hang", "Block the server's event loop for an hour.", _schema({})), _hang),
     ]
     for i in range(extra):
         tools.append((tool(f"extra_{i}", f"Extra echo tool #{i}.", _schema({"text": STRING})), _echo))
@@ -240,16 +449,28 @@ def build_server() -> Server[Any]:
 
 
 async def main() -> None:
+    ignore_sigterm = _env_flag("TEST_SERVER_IGNORE_SIGTERM")
+    if ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     banner = os.environ.get("TEST_SERVER_STARTUP_STDERR")
     if banner:
         sys.stderr.write(banner.replace("\n", " ") + "\n")
         sys.stderr.flush()
     delay = float(os.environ.get("TEST_SERVER_INIT_DELAY") or 0)
+    if _env_flag("TEST_SERVER_HANG_INIT"):
+        delay = math.inf
     if delay > 0:
         await anyio.sleep(delay)
     server = build_server()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with PROTOCOL_STDOUT.claim() as protocol_stdout:
+        # Duck-typed: the SDK's writer only calls write() and flush() (in a worker thread).
+        stdout = anyio.wrap_file(cast("IO[str]", protocol_stdout))
+        async with stdio_server(stdout=stdout) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    if ignore_sigterm:
+        sys.stderr.write(PARKED_LINE + "\n")
+        sys.stderr.flush()
+        await anyio.sleep_forever()
 
 
 if __name__ == "__main__":

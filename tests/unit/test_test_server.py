@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import base64
+import json
+import logging
+import os
+import signal
+import subprocess
 import sys
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
+from typing import TextIO
 
 import jsonschema
 import mcp_types as types
 import pytest
 import trio
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.servers.mcp_test_server import PARKED_LINE
 
 SERVER = Path(__file__).resolve().parents[1] / "servers" / "mcp_test_server.py"
 BASE_TOOLS = {
@@ -28,13 +39,120 @@ BASE_TOOLS = {
     "env",
     "pid",
     "weird name/with.chars",
+    "spawn",
+    "flood_stderr",
+    "garbage_stdout",
+    "hang",
 }
 TEST_TIMEOUT = 20
 MARKER_TIMEOUT = 10
+ALIVE_WINDOW = 0.5
+CLIENT_INFO = {"name": "raw", "version": "0"}
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": CLIENT_INFO},
+    }
+).encode()
+
+
+def _params(**env: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=[str(SERVER)], env=env)
 
 
 def _client(**env: str) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, args=[str(SERVER)], env=env))
+    return Client(_params(**env))
+
+
+def _quiet_client(errlog: TextIO, **env: str) -> Client:
+    """A client whose server writes its stderr to ``errlog`` instead of the test's stderr."""
+    return Client(stdio_client(_params(**env), errlog=errlog))
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, pgrp, session) from /proc/<pid>/stat, None once the process is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    state, ppid, pgrp, session = raw[raw.rindex(")") + 2 :].split()[:4]
+    return state, int(ppid), int(pgrp), int(session)
+
+
+def _is_gone(pid: int) -> bool:
+    """Dead: no /proc entry, or a zombie nobody has reaped yet."""
+    stat = _proc_stat(pid)
+    return stat is None or stat[0] == "Z"
+
+
+def _fd_targets(pid: int) -> dict[int, str]:
+    fd_dir = Path(f"/proc/{pid}/fd")
+    return {int(fd.name): os.readlink(fd) for fd in fd_dir.iterdir()}
+
+
+def _kill_quietly(pid: int) -> None:
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+async def _wait_until(predicate: Callable[[], bool]) -> None:
+    with trio.fail_after(MARKER_TIMEOUT):
+        while True:
+            if predicate():
+                return
+            await trio.sleep(0.02)
+
+
+async def _assert_stays_alive(process: trio.Process) -> None:
+    """Poll for ALIVE_WINDOW seconds that the process has not exited (poll() also reaps a zombie)."""
+    deadline = trio.current_time() + ALIVE_WINDOW
+    while trio.current_time() < deadline:
+        assert process.poll() is None, f"the server exited with {process.returncode}"
+        await trio.sleep(0.02)
+
+
+class _Lines:
+    """Reads newline-terminated lines from a trio receive stream."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    async def readline(self) -> str:
+        while b"\n" not in self._buffer:
+            chunk = await self._stream.receive_some()
+            if not chunk:
+                pytest.fail(f"end of stream; unterminated rest: {self._buffer!r}")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    async def wait_for(self, expected: str) -> None:
+        """Read lines until one equals ``expected`` (bounded by the caller's deadline)."""
+        while await self.readline() != expected:
+            pass
+
+
+async def _open_raw_server(**env: str) -> trio.Process:
+    return await trio.lowlevel.open_process(
+        [sys.executable, str(SERVER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TEST_SERVER_STARTUP_STDERR": "ready", **env},
+    )
+
+
+async def _close_raw_server(process: trio.Process) -> None:
+    if process.returncode is None:
+        process.kill()
+    with trio.CancelScope(shield=True), trio.fail_after(MARKER_TIMEOUT):
+        await process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                await stream.aclose()
 
 
 async def _wait_for_file(path: Path) -> None:
@@ -65,7 +183,7 @@ async def test_tool_listing_is_paginated_and_following_cursors_yields_every_tool
                 if cursor is None:
                     break
     names = [name for page in pages for name in page]
-    assert len(pages) == 7
+    assert len(pages) == -(-(len(BASE_TOOLS) + 7) // 3)
     assert all(len(page) <= 3 for page in pages)
     assert len(names) == len(set(names))
     assert set(names) == BASE_TOOLS | {f"extra_{i}" for i in range(7)}
@@ -187,3 +305,146 @@ async def test_crash_kills_the_server_and_the_pending_call_fails_with_connection
             with pytest.raises(MCPError) as crashed:
                 await client.call_tool("crash", {"code": 7})
     assert crashed.value.code == types.CONNECTION_CLOSED
+
+
+async def test_spawn_children_are_quiet_sleepers_and_detached_ones_escape_the_process_group() -> None:
+    spawned: list[int] = []
+    try:
+        with trio.fail_after(TEST_TIMEOUT):
+            async with _client() as client:
+                server_pid = int(_text_of(await client.call_tool("pid", {})))
+                server_stat = _proc_stat(server_pid)
+                assert server_stat is not None
+                server_group = server_stat[2]
+                attached = json.loads(_text_of(await client.call_tool("spawn", {"count": 2})))
+                spawned += attached
+                detached = json.loads(_text_of(await client.call_tool("spawn", {"count": 2, "detach": True})))
+                spawned += detached
+                assert len(set(spawned)) == 4 and server_pid not in spawned
+                for pid in attached:
+                    stat = _proc_stat(pid)
+                    assert stat is not None and stat[0] != "Z"
+                    assert (stat[1], stat[2]) == (server_pid, server_group)
+                for pid in detached:
+                    stat = _proc_stat(pid)
+                    assert stat is not None and stat[0] != "Z"
+                    # a session (and group) of its own, and no longer the server's child
+                    assert stat[2] not in (server_group, os.getpgrp())
+                    assert (stat[2], stat[3]) == (pid, pid)
+                    assert stat[1] != server_pid
+                for pid in spawned:
+                    targets = _fd_targets(pid)
+                    assert [targets[fd] for fd in (0, 1, 2)] == ["/dev/null"] * 3
+                    assert not [t for t in targets.values() if t.startswith(("pipe:", "socket:"))], targets
+                # What a supervisor does to stop a server: kill its process group.
+                os.killpg(server_group, signal.SIGKILL)
+                await _wait_until(lambda: all(_is_gone(pid) for pid in [server_pid, *attached]))
+            assert not [pid for pid in detached if _is_gone(pid)]
+    finally:
+        for pid in spawned:
+            _kill_quietly(pid)
+    with trio.fail_after(TEST_TIMEOUT):
+        await _wait_until(lambda: all(_is_gone(pid) for pid in spawned))
+
+
+async def test_flood_stderr_writes_the_megabytes_as_lines_and_the_session_keeps_working(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "stderr.log"
+    with log.open("w") as errlog, trio.fail_after(TEST_TIMEOUT):
+        async with _quiet_client(errlog) as client:
+            assert _text_of(await client.call_tool("flood_stderr", {"megabytes": 2})) == "flooded"
+            assert _text_of(await client.call_tool("echo", {"text": "alive"})) == "alive"
+            short = await client.call_tool("flood_stderr", {"megabytes": 0.001, "line_length": 50})
+            assert _text_of(short) == "flooded"
+    flood = [line for line in log.read_bytes().splitlines(keepends=True) if line.startswith(b"flood ")]
+    big, small = flood[: -(-2 * 2**20 // 200)], flood[-(-2 * 2**20 // 200) :]
+    assert sum(map(len, big)) == 2 * 2**20
+    assert {len(line) for line in big[:-1]} == {200}
+    assert sum(map(len, small)) == int(0.001 * 2**20)
+    assert {len(line) for line in small[:-1]} == {50}
+
+
+async def test_garbage_and_a_huge_line_on_the_protocol_stdout_do_not_stop_the_result(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with trio.fail_after(TEST_TIMEOUT):
+        async with _client() as client:
+            result = await client.call_tool("garbage_stdout", {"lines": 10, "huge_bytes": 1_000_000})
+            assert _text_of(result) == "garbage sent"
+            assert _text_of(await client.call_tool("echo", {"text": "alive"})) == "alive"
+    # Proof the garbage went to the protocol stream (not to the diverted fd 1, i.e. stderr):
+    # the SDK client logged one parse failure per garbage line, the huge one included.
+    failures = [
+        record
+        for record in caplog.records
+        if record.name == "mcp.client.stdio" and record.levelno == logging.ERROR
+        if "Failed to parse JSONRPC message" in record.getMessage()
+    ]
+    assert len(failures) == 11
+
+
+async def test_hang_blocks_the_whole_server_so_even_pings_go_unanswered() -> None:
+    with trio.fail_after(TEST_TIMEOUT):
+        async with _client() as client:
+            server_pid = int(_text_of(await client.call_tool("pid", {})))
+
+            async def call_hang() -> None:
+                with pytest.raises(MCPError) as killed:
+                    await client.call_tool("hang", {})
+                assert killed.value.code == types.CONNECTION_CLOSED
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call_hang)
+                # Requests are answered until the hang handler runs, and then never again. (The
+                # client's send_ping() raises MCPDeprecationWarning outside mode="legacy", an error
+                # under filterwarnings=error, so a cheap tools/list stands in for the ping.)
+                while True:
+                    with trio.move_on_after(ALIVE_WINDOW) as probe_scope:
+                        await client.list_tools()
+                    if probe_scope.cancelled_caught:
+                        break
+                with trio.move_on_after(ALIVE_WINDOW) as echo_scope:
+                    await client.call_tool("echo", {"text": "anyone?"})
+                assert echo_scope.cancelled_caught
+                os.kill(server_pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("hang", [False, True])
+async def test_hang_init_never_answers_initialize(hang: bool) -> None:
+    process = await _open_raw_server(**({"TEST_SERVER_HANG_INIT": "1"} if hang else {}))
+    try:
+        with trio.fail_after(TEST_TIMEOUT):
+            assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+            await _Lines(process.stderr).wait_for("ready")
+            await process.stdin.send_all(INITIALIZE + b"\n")
+            if hang:
+                with trio.move_on_after(1):
+                    answer = await process.stdout.receive_some()
+                    pytest.fail(f"the server answered initialize: {answer!r}")
+                assert process.poll() is None
+            else:  # the control: the same request is answered without TEST_SERVER_HANG_INIT
+                reply = json.loads(await _Lines(process.stdout).readline())
+                assert reply["id"] == 1 and "result" in reply
+    finally:
+        await _close_raw_server(process)
+
+
+async def test_ignore_sigterm_survives_sigterm_and_stdin_eof_and_dies_only_on_sigkill() -> None:
+    process = await _open_raw_server(TEST_SERVER_IGNORE_SIGTERM="1")
+    try:
+        with trio.fail_after(TEST_TIMEOUT):
+            assert process.stdin is not None and process.stderr is not None
+            stderr = _Lines(process.stderr)
+            await stderr.wait_for("ready")  # written after SIG_IGN is in place
+            os.kill(process.pid, signal.SIGTERM)
+            await _assert_stays_alive(process)
+            await process.stdin.aclose()
+            await stderr.wait_for(PARKED_LINE)  # the stdio session is over
+            await _assert_stays_alive(process)
+            os.kill(process.pid, signal.SIGTERM)
+            await _assert_stays_alive(process)
+            os.kill(process.pid, signal.SIGKILL)
+            assert await process.wait() == -signal.SIGKILL
+    finally:
+        await _close_raw_server(process)

@@ -1,0 +1,65 @@
+"""A worker's stderr, read by its keeper: log lines and its server's stderr, into our log.
+
+The worker writes one line per record: ``<levelno> <text>`` for its own log,
+``S <text>`` for a line its MCP server wrote to stderr (see
+``workers.worker``). Server lines, and the worker's errors, are kept in a
+short tail for crash reports.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Final
+
+import trio
+
+__all__ = ["WorkerLog"]
+
+log = logging.getLogger("mcp_supervisor.keeper")
+server_log = logging.getLogger("mcp_supervisor.server")
+
+TAIL_LINES: Final = 20  # lines kept for crash reports
+REPORT_LINES: Final = 5  # of which this many go into a WORKER_CRASHED message
+READ_CHUNK: Final = 65536
+MAX_LINE: Final = 8192  # characters of one line kept; the worker already cuts server lines shorter
+
+
+class WorkerLog:
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+
+    def report(self) -> str:
+        """The last lines, for an error message ('' when there are none)."""
+        return " | ".join(list(self.tail)[-REPORT_LINES:])
+
+    async def pump(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read ``stream`` to its end, logging each line."""
+        pending = b""
+        while True:
+            try:
+                chunk = await stream.receive_some(READ_CHUNK)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                chunk = b""
+            if not chunk:
+                if pending:
+                    self.line(pending.decode(errors="replace"))
+                return
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()[-MAX_LINE:]
+            for line in lines:
+                self.line(line[:MAX_LINE].decode(errors="replace"))
+
+    def line(self, line: str) -> None:
+        kind, _, text = line.partition(" ")
+        if kind == "S":
+            self.tail.append(text)
+            server_log.info("[%s] %s", self.server, text)
+        elif kind.isdigit():
+            level = int(kind)
+            if level >= logging.ERROR:
+                self.tail.append(text)
+            log.log(level, "[%s] %s", self.server, text)
+        elif line:
+            log.info("[%s] %s", self.server, line)
