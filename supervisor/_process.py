@@ -97,6 +97,6 @@ async def reap_on_sigchld(exclude: Callable[[], Collection[int] | None]) -> None
     """Reap adopted zombies whenever a child exits; ``exclude()`` returning None means not now."""
     with trio.open_signal_receiver(signal.SIGCHLD) as signals:
         async for _ in signals:
-            pids = exclude()
-            if pids is not None:
-                reap_adopted(pids)
+            while (pids := exclude()) is None:  # noqa: ASYNC110 - a fork in progress ends on its own
+                await trio.sleep(0.05)
+            reap_adopted(pids)

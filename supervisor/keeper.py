@@ -39,7 +39,16 @@ import trio
 from supervisor._process import kill_adopted, kill_group
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.policy import RestartTracker
-from supervisor.protocol import Heartbeat, Ready, ServerStatus, WorkerBoot, WorkerExit, WorkerState, encode
+from supervisor.protocol import (
+    STOP_LINE,
+    Heartbeat,
+    Ready,
+    ServerStatus,
+    WorkerBoot,
+    WorkerExit,
+    WorkerState,
+    encode,
+)
 from supervisor.worker_log import WorkerLog
 
 if TYPE_CHECKING:
@@ -137,7 +146,7 @@ class Keeper:
         if process is not None and self._ending is None:
             self._ending = "operator"
             assert process.stdin is not None
-            trio.lowlevel.spawn_system_task(_close_quietly, process.stdin)
+            trio.lowlevel.spawn_system_task(_close_lifeline, process.stdin)
 
     def _kill(self, reason: str) -> None:
         """Kill the live worker now (it hangs or is stopped); counted as a failure."""
@@ -280,7 +289,7 @@ class Keeper:
     async def _reap(self, process: trio.Process) -> None:
         """Make sure the worker and its server are gone; every wait bounded."""
         assert process.stdin is not None
-        await _close_quietly(process.stdin)
+        await _close_lifeline(process.stdin)
         with trio.move_on_after(WORKER_STOP_TIMEOUT):
             await process.wait()
         if process.returncode is None:
@@ -336,6 +345,9 @@ def _is_ours(pid: int, cmdline: bytes) -> bool:
     return b"\0-m\0workers\0" in cmdline or cmdline == _OWN_CMDLINE
 
 
-async def _close_quietly(stream: trio.abc.SendStream) -> None:
+async def _close_lifeline(stream: trio.abc.SendStream) -> None:
+    """Tell a worker to stop in order (end-of-file alone would mean that we died)."""
+    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError):
+        await stream.send_all(STOP_LINE)
     with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         await stream.aclose()

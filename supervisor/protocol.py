@@ -26,6 +26,7 @@ from supervisor.config import ServerSpec
 
 __all__ = [
     "ERROR_CODES",
+    "STOP_LINE",
     "CallResult",
     "CallTool",
     "Done",
@@ -285,6 +286,9 @@ class WorkerExit(enum.IntEnum):
     SERVER_DIED = 3  # the server exited abnormally, its connection closed, or it stopped answering pings
     START_FAILED = 4  # the server could not be started or initialized
     SERVER_DONE = 5  # the server exited on its own with status 0
+
+
+STOP_LINE: Final = b"stop\n"  # written to a worker's lifeline before closing it: an orderly stop
 
 
 class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,15 +7,21 @@ Above: the supervisor, reached through a DEALER on the worker link
 Life of a worker:
 
 1. read one JSON ``WorkerBoot`` line from stdin; stdin then stays open as the
-   *lifeline*: end-of-file means the supervisor is gone (even after kill -9),
-   and the worker shuts its server down and exits;
-2. start the server, initialize, list every tool (following ``nextCursor``),
-   send ``Ready``;
+   *lifeline*: ``stop`` then end-of-file is an orderly stop (close the
+   session, then the server: stdin, SIGTERM, SIGKILL); end-of-file alone
+   means the supervisor died (even by kill -9), and the server is SIGKILLed
+   at once;
+2. start the server (reporting ``Started`` with its pid), initialize, list
+   every tool (following ``nextCursor``), send ``Ready``; heartbeats are
+   answered from the start;
 3. serve ``Invoke`` commands concurrently, each under its own budget: on
    expiry the caller gets ``TIMEOUT`` and the SDK sends the server
-   ``notifications/cancelled``;
-4. exit when the server process exits (code 3), when start-up fails (code 4),
-   or when the lifeline closes (code 0).
+   ``notifications/cancelled``; probe the server every ``pingInterval``;
+4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
+   status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
+
+The worker is a child subreaper: a server's descendant that escapes its
+process group is re-parented here and killed with the server.
 
 Log records and the server's stderr go to this process's stderr, one line
 each, as ``<levelno> <text>`` or ``S <server stderr line>``; the supervisor's
@@ -45,6 +51,7 @@ from supervisor import __version__
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
 from supervisor.protocol import (
+    STOP_LINE,
     Heartbeat,
     Invoke,
     InvokeFailed,
@@ -110,10 +117,9 @@ class StderrRelay:
 
 
 class Worker:
-    def __init__(self, boot: WorkerBoot, link: TrioSocket, parent: int) -> None:
+    def __init__(self, boot: WorkerBoot, link: TrioSocket) -> None:
         self.boot = boot
         self.link = link
-        self.parent = parent  # the supervisor's pid; another parent means it died
         self.exit_code = WorkerExit.LIFELINE
         self.client: Client | None = None
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
@@ -178,11 +184,15 @@ class Worker:
             self._scope.cancel()
 
     async def _watch_lifeline(self) -> None:
+        """Our stdin: ``stop`` then end-of-file is an orderly stop; end-of-file alone, a dead supervisor."""
+        orderly = False
         while True:
             await trio.lowlevel.wait_readable(0)
-            if not os.read(0, 4096):
+            data = os.read(0, 4096)
+            if not data:
                 break
-        if os.getppid() != self.parent:
+            orderly = orderly or STOP_LINE in data
+        if not orderly:
             # The supervisor died (kill -9?): nobody waits for an orderly stop, so leave no
             # server behind even for a moment.
             log.error("supervisor is gone; killing the server")
@@ -341,7 +351,6 @@ def _connect(boot: WorkerBoot) -> TrioSocket:
 
 
 def main() -> int:
-    parent = os.getppid()
     handler = _LineHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
@@ -354,7 +363,7 @@ def main() -> int:
     become_subreaper()  # daemons that escape the server's process group are re-parented to us
     link = _connect(boot)
     try:
-        return trio.run(Worker(boot, link, parent).run)
+        return trio.run(Worker(boot, link).run)
     except KeyboardInterrupt:
         return WorkerExit.LIFELINE
     finally:
