@@ -74,6 +74,7 @@ log = logging.getLogger("mcp_supervisor.worker")
 
 MAX_TOOL_PAGES: Final = 1000  # a paginator that never ends cannot hang start-up
 HEARTBEAT: Final = encode(Heartbeat())
+EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's exit being noticed
 
 
 class _LineHandler(logging.Handler):
@@ -161,9 +162,9 @@ class Worker:
                     self._send(Ready(tools=tools, server_pid=server.pid, server_name=_server_name(client)))
                     await self._keep_alive(client)
             except (OSError, MCPError, ValidationError) as exc:
-                if not self._scope.cancel_called:
+                if not await self._server_exits():
                     log.error("server start-up failed: %s", exc)
-                self._end(WorkerExit.START_FAILED)
+                    self._end(WorkerExit.START_FAILED)
             self._end(self.exit_code)
         return self.exit_code
 
@@ -176,6 +177,12 @@ class Worker:
         """Children that trio reaps itself (the server), or None while it is being spawned."""
         pid = self.server.pid
         return None if pid is None and not self.server.exited.is_set() else {pid} if pid else set()
+
+    async def _server_exits(self) -> bool:
+        """After the session broke: does the server process exit? (Then its status says why.)"""
+        with trio.move_on_after(EXIT_NOTICE):
+            await self.server.exited.wait()
+        return self.server.exited.is_set()
 
     def _end(self, exit_code: int) -> None:
         """Stop everything; the first reason to end wins."""
@@ -278,8 +285,9 @@ class Worker:
             if exc.code == CONNECTION_CLOSED:
                 # The session is gone: end the worker; the supervisor fails this call
                 # with WORKER_CRASHED and the server's last stderr lines.
-                log.error("the connection to the server closed during a call to %r", invoke.tool)
-                self._end(WorkerExit.SERVER_DIED)
+                if not await self._server_exits():
+                    log.error("the connection to the server closed during a call to %r", invoke.tool)
+                    self._end(WorkerExit.SERVER_DIED)
                 return None
             code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
             return self._fail(call, code, f"tool {invoke.tool!r}: {exc} (JSON-RPC error {exc.code})")

@@ -20,7 +20,7 @@ import trio
 
 from supervisor._process import children
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.errors import SupervisorError, ToolTimeoutError, WorkerCrashedError
+from supervisor.errors import ServerUnavailableError, SupervisorError, ToolTimeoutError, WorkerCrashedError
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
@@ -265,3 +265,50 @@ def test_twenty_servers_stop_within_15_s_even_when_some_ignore_sigterm(start_sup
     took = time.monotonic() - started
     assert took < 15, f"20 servers took {took:.1f} s to stop"
     census(sup, pids)
+
+
+def test_operator_stop_holds_until_start_and_is_never_a_failure(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server(), "other": stdio_test_server()})
+    before = sup.status()
+    sup.client.stop("test")
+    rows = sup.wait_states(test="stopped")
+    poll("the stopped worker to exit", lambda: not alive(before["test"].worker_pid), 15)
+    assert not alive(before["test"].server_pid)
+    with pytest.raises(ServerUnavailableError, match="'test' is stopped"):
+        sup.client.call_tool("mcp_test_echo", {"text": "x"})
+    # the policy never undoes it: still stopped after several heartbeat periods and backoff steps
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        row = sup.status()["test"]
+        assert (row.state, row.worker_pid, row.restarts) == ("stopped", None, 0)
+        time.sleep(0.2)
+    assert rows["other"].worker_pid == before["other"].worker_pid
+    sup.client.start("test")
+    sup.wait_states(test="ready")
+    assert sup.client.call_tool("mcp_test_echo", {"text": "back"}).text == "back"
+    assert sup.status()["test"].restarts == 0
+    census(sup, [before["test"].worker_pid, before["test"].server_pid, *all_pids(sup)])
+
+
+def test_restart_types_decide_what_an_exit_means(start_supervisor: Start) -> None:
+    sup = start_supervisor(
+        {
+            "transient": {**stdio_test_server(), "restart": "transient"},
+            "temporary": {**stdio_test_server(), "restart": "temporary"},
+            "permanent": stdio_test_server(),
+        }
+    )
+    # a transient server that exits cleanly stays stopped; a crash would be restarted
+    with pytest.raises(WorkerCrashedError):
+        sup.client.call_tool("mcp_transient_crash", {"code": 0})
+    row = sup.wait_states(transient="stopped")["transient"]
+    assert "server exited with status 0" in (row.last_error or "") and row.restarts == 0
+    # a temporary server is never restarted: a crash leaves it failed
+    with pytest.raises(WorkerCrashedError):
+        sup.client.call_tool("mcp_temporary_crash", {"code": 3})
+    assert sup.wait_states(temporary="failed")["temporary"].restarts == 0
+    # a permanent server comes back even after a clean exit
+    with pytest.raises(WorkerCrashedError):
+        sup.client.call_tool("mcp_permanent_crash", {"code": 0})
+    assert sup.wait_states(permanent="ready")["permanent"].restarts == 1
+    census(sup, all_pids(sup))

@@ -25,8 +25,10 @@ from supervisor.protocol import (
     Ready,
     Restart,
     ServerStatus,
+    Start,
     Started,
     StatusReply,
+    Stop,
     ToolInfo,
     ToolList,
     ToolResult,
@@ -50,6 +52,8 @@ FRONT_REQUESTS: list[Any] = [
     CallTool(id=3, name="mcp_s_echo"),
     GetStatus(id=4),
     Restart(id=5, server="git"),
+    Stop(id=7, server="git"),
+    Start(id=8, server="git"),
     Ping(id=6),
 ]
 FRONT_REPLIES: list[Any] = [
