@@ -180,7 +180,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_json([msgspec.to_builtins(row) for row in rows])
     else:
         _print_table(
-            ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "LAST_ERROR"),
+            ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "RETRY_IN", "LAST_ERROR"),
             [
                 (
                     r.server,
@@ -189,6 +189,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     _dash(r.server_pid),
                     str(r.restarts),
                     str(r.tools),
+                    "-" if r.next_restart_in is None else f"{r.next_restart_in:.1f}s",
                     (r.last_error or "-")[:80],
                 )
                 for r in rows

@@ -9,6 +9,7 @@ file the tests can read.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -85,8 +86,13 @@ class SupervisorProcess:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            env={**os.environ, "XDG_RUNTIME_DIR": str(tmp)},  # its worker socket goes in tmp too
         )
         self.client = SupervisorClient(self.endpoint, request_timeout=5.0)
+
+    @property
+    def worker_endpoint(self) -> str:
+        return f"ipc://{self.tmp}/mcp-supervisor/workers-{self.process.pid}.sock"
 
     @property
     def log(self) -> str:

@@ -57,15 +57,8 @@ def test_status_json_has_one_row_per_server(shared: SupervisorProcess) -> None:
     assert rows["time"]["state"] == "ready" and rows["time"]["tools"] == 2
     assert isinstance(rows["time"]["worker_pid"], int) and isinstance(rows["time"]["server_pid"], int)
     table = cli("status", endpoint=shared.endpoint)
-    assert table.stdout.split()[:7] == [
-        "SERVER",
-        "STATE",
-        "PID",
-        "SERVER_PID",
-        "RESTARTS",
-        "TOOLS",
-        "LAST_ERROR",
-    ]
+    header = ["SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "RETRY_IN", "LAST_ERROR"]
+    assert table.stdout.split()[:8] == header
 
 
 def test_call_prints_the_text_result(shared: SupervisorProcess) -> None:
@@ -128,7 +121,7 @@ def test_run_with_a_bad_config_file_exits_2_naming_it(
 
 def test_help_explains_every_command() -> None:
     done = cli("--help")
-    for command in ("run", "wait", "tools", "call", "status", "restart"):
+    for command in ("run", "wait", "tools", "call", "status", "restart", "stop", "start"):
         assert command in done.stdout
     assert "--endpoint" in cli("call", "--help").stdout
 

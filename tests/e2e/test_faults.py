@@ -15,12 +15,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 import trio
+import zmq
 
 from supervisor._process import children
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.errors import ServerUnavailableError, SupervisorError, ToolTimeoutError, WorkerCrashedError
+from supervisor.protocol import InvokeResult, ToolResult, encode
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
@@ -311,4 +314,31 @@ def test_restart_types_decide_what_an_exit_means(start_supervisor: Start) -> Non
     with pytest.raises(WorkerCrashedError):
         sup.client.call_tool("mcp_permanent_crash", {"code": 0})
     assert sup.wait_states(permanent="ready")["permanent"].restarts == 1
+    census(sup, all_pids(sup))
+
+
+def test_replies_from_an_unknown_worker_incarnation_are_dropped(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
+    outcome: dict[str, str] = {}
+
+    def call() -> None:
+        outcome["text"] = sup.client.call_tool(
+            "mcp_test_slow", {"seconds": 1, "tag": "real"}, timeout=10
+        ).text
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    poll("the call to reach the server", (sup.state_dir / "real.started").exists, 10)
+    ctx = zmq.Context()
+    impostor = ctx.socket(zmq.DEALER)
+    impostor.setsockopt(zmq.ROUTING_ID, b"test/1/00000000")  # the right server, not a live incarnation
+    impostor.setsockopt(zmq.LINGER, 0)
+    impostor.connect(sup.worker_endpoint)
+    forged = msgspec.Raw(encode(ToolResult(text="forged")))
+    for call_id in range(1, 100):
+        impostor.send(encode(InvokeResult(call=call_id, result=forged)))
+    thread.join(20)
+    impostor.close()
+    ctx.term()
+    assert outcome.get("text") == "done real"
     census(sup, all_pids(sup))
