@@ -231,6 +231,7 @@ class Worker:
                     await client.send_ping()
             except (trio.TooSlowError, MCPError) as exc:
                 log.error("server did not answer a ping within %g s: %s", interval, exc or "timed out")
+                self.server.kill()  # it is unresponsive: no orderly stop to wait for
                 self._end(WorkerExit.SERVER_DIED)
                 return
 

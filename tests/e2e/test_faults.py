@@ -342,3 +342,16 @@ def test_replies_from_an_unknown_worker_incarnation_are_dropped(start_supervisor
     ctx.term()
     assert outcome.get("text") == "done real"
     census(sup, all_pids(sup))
+
+
+def test_a_server_that_stops_answering_pings_is_replaced(start_supervisor: Start) -> None:
+    sup = start_supervisor({"test": {**stdio_test_server(), "pingInterval": 1}})
+    before = sup.status()["test"]
+    started = time.monotonic()
+    with pytest.raises(WorkerCrashedError, match="did not answer a ping within 1 s"):
+        sup.client.call_tool("mcp_test_hang", {}, timeout=30)  # blocks the server's whole event loop
+    assert time.monotonic() - started < 2 * 1 + REPLY_MARGIN
+    after = sup.wait_states(test="ready")["test"]
+    assert after.restarts == 1 and after.server_pid != before.server_pid
+    assert not alive(before.server_pid)
+    census(sup, [before.worker_pid, before.server_pid, *all_pids(sup)])
