@@ -186,10 +186,16 @@ def main() -> int:
     parser.add_argument("--kill-every", type=float, default=2.0, help="seconds between kills")
     parser.add_argument("--seed", type=int, default=random.randrange(2**31))
     parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=1000,
+        help="each server's maxRestarts (default 1000, so the kills test recovery, not the give-up rule)",
+    )
     args = parser.parse_args()
     rng, tmp = random.Random(args.seed), Path(tempfile.mkdtemp(prefix="mcp-soak-"))
     names = [f"s{i}" for i in range(args.servers)]
-    entry = {"command": sys.executable, "args": [str(TEST_SERVER)]}
+    entry = {"command": sys.executable, "args": [str(TEST_SERVER)], "maxRestarts": args.max_restarts}
     (config := tmp / "mcp.json").write_text(json.dumps({"mcpServers": dict.fromkeys(names, entry)}))
     endpoint, log_path = f"ipc://{tmp}/s.sock", tmp / "supervisor.log"
     cmd = [sys.executable, "-m", "supervisor", "run", str(config), "--endpoint", endpoint]

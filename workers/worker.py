@@ -150,6 +150,7 @@ class Worker:
             nursery.start_soon(self._serve_link, nursery)
             nursery.start_soon(reap_on_sigchld, self._trio_children)
             nursery.start_soon(self._report_spawn)
+            failure: BaseException | None = None
             try:
                 async with Client(
                     server.connect(),
@@ -161,10 +162,11 @@ class Worker:
                     self.client = client
                     self._send(Ready(tools=tools, server_pid=server.pid, server_name=_server_name(client)))
                     await self._keep_alive(client)
-            except (OSError, MCPError, ValidationError) as exc:
-                if not await self._server_exits():
-                    log.error("server start-up failed: %s", exc)
-                    self._end(WorkerExit.START_FAILED)
+            except* (OSError, MCPError, ValidationError) as group:  # the SDK's task groups wrap them
+                failure = _first_leaf(group)
+            if failure is not None and not await self._server_exits():
+                log.error("server start-up failed: %s: %s", type(failure).__name__, failure)
+                self._end(WorkerExit.START_FAILED)
             self._end(self.exit_code)
         return self.exit_code
 
@@ -304,6 +306,12 @@ class Worker:
 
     def _send(self, event: Started | Ready | InvokeResult | InvokeFailed) -> None:
         self.link.send_nowait([encode(event)])
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception that is not itself a group."""
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
