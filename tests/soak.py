@@ -192,10 +192,19 @@ def main() -> int:
         default=1000,
         help="each server's maxRestarts (default 1000, so the kills test recovery, not the give-up rule)",
     )
+    parser.add_argument(
+        "--backoff-max", type=float, default=1.0, help="each server's backoffMax (default 1 s)"
+    )
     args = parser.parse_args()
     rng, tmp = random.Random(args.seed), Path(tempfile.mkdtemp(prefix="mcp-soak-"))
     names = [f"s{i}" for i in range(args.servers)]
-    entry = {"command": sys.executable, "args": [str(TEST_SERVER)], "maxRestarts": args.max_restarts}
+    # A short backoff cap keeps servers coming back between kills, so calls meet live workers.
+    entry = {
+        "command": sys.executable,
+        "args": [str(TEST_SERVER)],
+        "maxRestarts": args.max_restarts,
+        "backoffMax": args.backoff_max,
+    }
     (config := tmp / "mcp.json").write_text(json.dumps({"mcpServers": dict.fromkeys(names, entry)}))
     endpoint, log_path = f"ipc://{tmp}/s.sock", tmp / "supervisor.log"
     cmd = [sys.executable, "-m", "supervisor", "run", str(config), "--endpoint", endpoint]
