@@ -297,10 +297,11 @@ class Keeper:
             process.kill()
             with trio.move_on_after(KILL_REAP_TIMEOUT):
                 await process.wait()
-        if self.server_pid is not None:  # the worker may have died without stopping its server
-            kill_group(self.server_pid, signal.SIGKILL)
+        server = self.server_pid
+        if server is not None:  # the worker may have died without stopping its server
+            kill_group(server, signal.SIGKILL)
         # what escaped that group was re-parented to the worker, and now to us (a subreaper)
-        kill_adopted(keep=_is_ours)
+        kill_adopted(keep=lambda pid, cmdline: pid == server or _is_ours(pid, cmdline))
         self._process = None
         self.worker_pid = None
         self.server_pid = None

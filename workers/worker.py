@@ -33,8 +33,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
+import httpx2
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.protocols
@@ -43,6 +45,7 @@ import msgspec
 import trio
 import zmq
 from mcp import Client
+from mcp.client._transport import TransportStreams
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, Implementation
 from pydantic import ValidationError
@@ -65,6 +68,7 @@ from supervisor.protocol import (
     encode,
 )
 from workers.ratelimit import RateLimit
+from workers.remote import HttpTrouble, connect_remote
 from workers.results import to_tool_result
 from workers.stdio import CommandNotFound, StdioServer
 
@@ -123,65 +127,78 @@ class Worker:
         self.link = link
         self.exit_code = WorkerExit.LIFELINE
         self.client: Client | None = None
+        self.server: StdioServer | None = None  # for stdio servers: the process
+        self.http = HttpTrouble()  # for remote servers: the last HTTP error status
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
         self._scope = trio.CancelScope()
 
     async def run(self) -> int:
         spec = self.boot.spec
-        if spec.transport != "stdio" or spec.command is None:
-            log.error("transport %r is not supported by this worker yet", spec.transport)
-            return WorkerExit.START_FAILED
-        try:
-            server = StdioServer(
-                spec.command,
-                list(spec.args),
-                env=dict(spec.env),
-                cwd=spec.cwd,
-                on_stderr=StderrRelay(self.boot.stderr_lines_per_second),
-            )
-        except CommandNotFound as exc:
-            log.error("cannot start server: %s", exc)
-            return WorkerExit.START_FAILED
-        self.server = server
+        relay = StderrRelay(self.boot.stderr_lines_per_second)
+        transport: AbstractAsyncContextManager[TransportStreams]
+        if spec.transport == "stdio":
+            assert spec.command is not None, "stdio servers have a command (checked by the config loader)"
+            try:
+                self.server = StdioServer(
+                    spec.command, list(spec.args), env=dict(spec.env), cwd=spec.cwd, on_stderr=relay
+                )
+            except CommandNotFound as exc:
+                log.error("cannot start server: %s", exc)
+                return WorkerExit.START_FAILED
+            transport = self.server.connect()
+        else:
+            transport = connect_remote(spec, self.http)
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             nursery.start_soon(self._watch_lifeline)
-            nursery.start_soon(self._watch_server)
+            if self.server is not None:
+                nursery.start_soon(self._watch_server, self.server)
+                nursery.start_soon(self._report_spawn, self.server)
             nursery.start_soon(self._serve_link, nursery)
             nursery.start_soon(reap_on_sigchld, self._trio_children)
-            nursery.start_soon(self._report_spawn)
+            nursery.start_soon(relay.report_forever)
             failure: BaseException | None = None
             try:
                 async with Client(
-                    server.connect(),
+                    transport,
                     cache=None,
                     client_info=Implementation(name="mcp-supervisor", version=__version__),
                 ) as client:
                     tools = await _list_all_tools(client)
                     self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
                     self.client = client
-                    self._send(Ready(tools=tools, server_pid=server.pid, server_name=_server_name(client)))
+                    server_pid = self.server.pid if self.server is not None else None
+                    self._send(Ready(tools=tools, server_pid=server_pid, server_name=_server_name(client)))
                     await self._keep_alive(client)
-            except* (OSError, MCPError, ValidationError) as group:  # the SDK's task groups wrap them
+            except* (
+                OSError,
+                MCPError,
+                ValidationError,
+                httpx2.HTTPError,
+            ) as group:  # SDK task groups wrap them
                 failure = _first_leaf(group)
             if failure is not None and not await self._server_exits():
-                log.error("server start-up failed: %s: %s", type(failure).__name__, failure)
+                log.error("server start-up failed: %s", self.http.explain(failure))
                 self._end(WorkerExit.START_FAILED)
             self._end(self.exit_code)
         return self.exit_code
 
-    async def _report_spawn(self) -> None:
-        await self.server.spawned.wait()
-        assert self.server.pid is not None
-        self._send(Started(server_pid=self.server.pid))
+    async def _report_spawn(self, server: StdioServer) -> None:
+        await server.spawned.wait()
+        assert server.pid is not None
+        self._send(Started(server_pid=server.pid))
 
     def _trio_children(self) -> set[int] | None:
         """Children that trio reaps itself (the server), or None while it is being spawned."""
+        if self.server is None:
+            return set()
         pid = self.server.pid
         return None if pid is None and not self.server.exited.is_set() else {pid} if pid else set()
 
     async def _server_exits(self) -> bool:
         """After the session broke: does the server process exit? (Then its status says why.)"""
+        if self.server is None:
+            return False
         with trio.move_on_after(EXIT_NOTICE):
             await self.server.exited.wait()
         return self.server.exited.is_set()
@@ -204,13 +221,14 @@ class Worker:
         if not orderly:
             # The supervisor died (kill -9?): nobody waits for an orderly stop, so leave no
             # server behind even for a moment.
-            log.error("supervisor is gone; killing the server")
-            self.server.kill()
+            log.error("supervisor is gone; stopping at once")
+            if self.server is not None:
+                self.server.kill()
         self._end(WorkerExit.LIFELINE)
 
-    async def _watch_server(self) -> None:
-        await self.server.exited.wait()
-        code = self.server.returncode
+    async def _watch_server(self, server: StdioServer) -> None:
+        await server.exited.wait()
+        code = server.returncode
         if code == 0:
             log.warning("server process exited with status 0")
             self._end(WorkerExit.SERVER_DONE)
@@ -233,7 +251,8 @@ class Worker:
                     await client.send_ping()
             except (trio.TooSlowError, MCPError) as exc:
                 log.error("server did not answer a ping within %g s: %s", interval, exc or "timed out")
-                self.server.kill()  # it is unresponsive: no orderly stop to wait for
+                if self.server is not None:
+                    self.server.kill()  # it is unresponsive: no orderly stop to wait for
                 self._end(WorkerExit.SERVER_DIED)
                 return
 
@@ -296,6 +315,10 @@ class Worker:
             return self._fail(call, code, f"tool {invoke.tool!r}: {exc} (JSON-RPC error {exc.code})")
         except ValidationError as exc:
             return self._fail(call, "SERVER_ERROR", f"tool {invoke.tool!r} returned an invalid result: {exc}")
+        except httpx2.HTTPError as exc:
+            return self._fail(
+                call, "SERVER_ERROR", f"tool {invoke.tool!r}: HTTP: {type(exc).__name__}: {exc}"
+            )
         except Exception as exc:  # boundary: one call's failure must not end the worker
             log.exception("call to tool %r failed", invoke.tool)
             return self._fail(call, "INTERNAL", f"tool {invoke.tool!r}: {type(exc).__name__}: {exc}")

@@ -59,7 +59,13 @@ def alive(pid: int | None) -> bool:
 
 class SupervisorProcess:
     def __init__(
-        self, tmp: Path, servers: dict[str, Any], *, log_level: str = "debug", endpoint: str | None = None
+        self,
+        tmp: Path,
+        servers: dict[str, Any],
+        *,
+        log_level: str = "debug",
+        endpoint: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """Start it; ``{state}`` in a server's env values becomes a fresh directory (``state_dir``)."""
         self.tmp = tmp
@@ -86,7 +92,7 @@ class SupervisorProcess:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "XDG_RUNTIME_DIR": str(tmp)},  # its worker socket goes in tmp too
+            env={**os.environ, **(env or {}), "XDG_RUNTIME_DIR": str(tmp)},  # worker socket in tmp too
         )
         self.client = SupervisorClient(self.endpoint, request_timeout=5.0)
 

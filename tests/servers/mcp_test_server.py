@@ -473,5 +473,31 @@ async def main() -> None:
         await anyio.sleep_forever()
 
 
+def serve_http(port: int) -> None:
+    """``--http PORT``: the same tools over streamable HTTP at http://127.0.0.1:PORT/mcp.
+
+    With TEST_SERVER_REQUIRE_TOKEN set, a request without ``Authorization: Bearer <token>`` gets 401.
+    """
+    import uvicorn  # the SDK's HTTP server side depends on it
+
+    app: Any = build_server().streamable_http_app(host="127.0.0.1")
+    token = os.environ.get("TEST_SERVER_REQUIRE_TOKEN")
+    if token:
+        inner = app
+
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            headers = dict(scope.get("headers") or [])
+            if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+            await inner(scope, receive, send)
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        serve_http(int(sys.argv[2]))
+    else:
+        anyio.run(main)
