@@ -57,7 +57,7 @@ from supervisor.protocol import (
     decode_worker_event,
     encode,
 )
-from supervisor.registry import Registry, prefixed_name
+from supervisor.registry import Registry, sanitize
 
 __all__ = ["Supervisor"]
 
@@ -72,7 +72,6 @@ class Pending:
     id: int  # the caller's request id
     keeper: Keeper
     tool: str
-    deadline: float
 
 
 class Supervisor:
@@ -234,7 +233,7 @@ class Supervisor:
         except Unroutable:
             self._unavailable(caller, request.id, keeper)
             return
-        self._pending[call] = Pending(caller, request.id, keeper, route.tool, deadline)
+        self._pending[call] = Pending(caller, request.id, keeper, route.tool)
         keeper.inflight.add(call)
         heapq.heappush(self._deadlines, (deadline, call))
         if self._timer is not None and deadline < self._timer.deadline:
@@ -243,7 +242,7 @@ class Supervisor:
     def _owner_if_not_ready(self, name: str) -> Keeper | None:
         """The not-ready server whose prefix ``name`` carries, for a better error than UNKNOWN_TOOL."""
         for keeper in self.keepers.values():
-            if keeper.state != "ready" and name.startswith(prefixed_name(keeper.name, "")):
+            if keeper.state != "ready" and name.startswith(sanitize(f"mcp_{keeper.name}") + "_"):
                 return keeper
         return None
 
@@ -337,7 +336,7 @@ class Supervisor:
             while self._deadlines and self._deadlines[0][0] <= now:
                 _, call = heapq.heappop(self._deadlines)
                 pending = self._pending.get(call)
-                if pending is None or pending.deadline > now:
+                if pending is None:  # answered in time (call ids are never reused)
                     continue
                 self._settle(call, pending.keeper)
                 log.error(

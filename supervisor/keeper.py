@@ -40,14 +40,13 @@ from supervisor._process import kill_adopted, kill_group
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.policy import RestartTracker
 from supervisor.protocol import (
+    HEARTBEAT,
     STOP_LINE,
-    Heartbeat,
     Ready,
     ServerStatus,
     WorkerBoot,
     WorkerExit,
     WorkerState,
-    encode,
 )
 from supervisor.worker_log import WorkerLog
 
@@ -60,7 +59,6 @@ log = logging.getLogger("mcp_supervisor.keeper")
 
 WORKER_STOP_TIMEOUT: Final = 8.0  # seconds a worker gets to close its session after its lifeline closes
 KILL_REAP_TIMEOUT: Final = 2.0  # seconds for a SIGKILLed worker to be reaped
-HEARTBEAT: Final = encode(Heartbeat())
 
 Outcome = Literal["operator", "normal", "abnormal", "shutdown"]
 

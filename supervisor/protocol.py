@@ -26,6 +26,7 @@ from supervisor.config import ServerSpec
 
 __all__ = [
     "ERROR_CODES",
+    "HEARTBEAT",
     "STOP_LINE",
     "CallResult",
     "CallTool",
@@ -274,6 +275,7 @@ decode_front_request = _front_request.decode
 decode_front_reply = _front_reply.decode
 decode_worker_command = _worker_command.decode
 decode_worker_event = _worker_event.decode
+HEARTBEAT: Final = encode(Heartbeat())  # the same bytes every time, both ways
 
 
 # ------------------------------------------------------------ worker start-up

@@ -54,6 +54,7 @@ from supervisor import __version__
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
 from supervisor.protocol import (
+    HEARTBEAT,
     STOP_LINE,
     Heartbeat,
     Invoke,
@@ -77,7 +78,6 @@ __all__ = ["main"]
 log = logging.getLogger("mcp_supervisor.worker")
 
 MAX_TOOL_PAGES: Final = 1000  # a paginator that never ends cannot hang start-up
-HEARTBEAT: Final = encode(Heartbeat())
 EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's exit being noticed
 
 
