@@ -32,6 +32,22 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _AT_RE = re.compile(r"(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
 _HTTP_URL_RE = re.compile(r"https?://[^/?#\s]", re.IGNORECASE)
 _GOT_RE = re.compile(r"got `([^`]*)`")
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+class RootEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One root a server is told about on ``roots/list``: a ``file://`` URI (or an absolute path)."""
+
+    uri: str
+    name: str | None = None
+
+
+class SamplingHook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A program that answers a server's ``sampling/createMessage``: request params in, result out (JSON)."""
+
+    command: str
+    args: list[str] = []
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0  # seconds; then the request is refused
 
 
 class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -47,6 +63,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     transport: str | None = None
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # "toolTimeout" in the file; must be > 0
     disabled: bool = False
+    roots: list[str | RootEntry] = []  # answered on roots/list; none: roots are not offered
+    elicitation: Literal["decline", "defaults"] = "decline"
+    sampling: SamplingHook | None = None  # none: sampling is not offered, and refused
 
 
 class SupervisorSettings(
@@ -74,6 +93,9 @@ class ServerSpec:
     tool_timeout: float
     disabled: bool
     policy: RestartPolicy = field(default_factory=RestartPolicy)
+    roots: tuple[RootEntry, ...] = ()
+    elicitation: Literal["decline", "defaults"] = "decline"
+    sampling: SamplingHook | None = None
 
 
 @dataclass(frozen=True)
@@ -245,6 +267,9 @@ def _supervision(raw: msgspec.Raw | None, where: str) -> tuple[SupervisorSetting
         raise ConfigError(f'{where}: "supervisor": {_explain(str(exc), SupervisorSettings)}') from None
 
 
+_NESTED: dict[str, type[msgspec.Struct]] = {"roots": RootEntry, "sampling": SamplingHook}
+
+
 def _explain(message: str, struct: type[msgspec.Struct] = ServerConfig) -> str:
     """Turn a msgspec validation message into one that names the field in the file."""
     match = _AT_RE.fullmatch(message)
@@ -252,10 +277,12 @@ def _explain(message: str, struct: type[msgspec.Struct] = ServerConfig) -> str:
     unknown = re.fullmatch(r"Object contains unknown field `(.*)`", text, re.DOTALL)
     if unknown:
         name = unknown.group(1)
-        known = [f.encode_name for f in msgspec.structs.fields(struct)] + sorted(POLICY_KEYS)
+        nested = _NESTED.get(re.split(r"[.\[]", path)[0]) if path else None
+        known = [f.encode_name for f in msgspec.structs.fields(nested or struct)]
+        known += [] if nested else sorted(POLICY_KEYS)
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
-        return f"unknown field {name!r} ({hint})"
+        return f"unknown field {name!r}{f' in {path}' if path else ''} ({hint})"
     text = text.replace("`", "'")
     text = text[:1].lower() + text[1:]
     if path:
@@ -331,6 +358,41 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
             raise _Problem(f'transport {transport} needs a "url"')
         if not cfg.disabled and not _HTTP_URL_RE.match(url):
             raise _Problem('"url" must be an http:// or https:// URL')
+    roots = tuple(_root(entry, f"roots[{i}]", expand) for i, entry in enumerate(cfg.roots))
+    sampling = cfg.sampling
+    if sampling is not None:
+        sampling = SamplingHook(
+            command=expand(sampling.command, "sampling.command", tilde=True),
+            args=[expand(arg, f"sampling.args[{i}]") for i, arg in enumerate(sampling.args)],
+            timeout=sampling.timeout,
+        )
     return ServerSpec(
-        name, transport, command, args, env, cwd, url, headers, cfg.tool_timeout, cfg.disabled, policy
+        name,
+        transport,
+        command,
+        args,
+        env,
+        cwd,
+        url,
+        headers,
+        cfg.tool_timeout,
+        cfg.disabled,
+        policy,
+        roots=roots,
+        elicitation=cfg.elicitation,
+        sampling=sampling,
     )
+
+
+def _root(entry: str | RootEntry, where: str, expand: Callable[..., str]) -> RootEntry:
+    """A root as a ``file://`` URI: absolute paths (``~`` allowed) are turned into one."""
+    uri, name = (entry.uri, entry.name) if isinstance(entry, RootEntry) else (entry, None)
+    where = f"{where}.uri" if isinstance(entry, RootEntry) else where
+    text = expand(uri, where, tilde=True)
+    if text.startswith("file://"):
+        return RootEntry(uri=text, name=name)
+    if _SCHEME_RE.match(text):
+        raise _Problem(f"{where} must be a file:// URI or an absolute path, got {text!r}")
+    if not os.path.isabs(text):
+        raise _Problem(f"{where} must be an absolute path (or a file:// URI), got {text!r}")
+    return RootEntry(uri=Path(text).as_uri(), name=name)

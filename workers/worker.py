@@ -70,6 +70,7 @@ from supervisor.protocol import (
 )
 from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
+from workers.requests import ServerRequests
 from workers.results import to_tool_result
 from workers.stdio import CommandNotFound, StdioServer
 
@@ -129,6 +130,7 @@ class Worker:
         self.client: Client | None = None
         self.server: StdioServer | None = None  # for stdio servers: the process
         self.http = HttpTrouble()  # for remote servers: the last HTTP error status
+        self.requests = ServerRequests(boot.spec)  # what the server asks of us: roots, input, sampling
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
         self._scope = trio.CancelScope()
 
@@ -163,6 +165,7 @@ class Worker:
                     transport,
                     cache=None,
                     client_info=Implementation(name="mcp-supervisor", version=__version__),
+                    **self.requests.client_options(),
                 ) as client:
                     tools = await _list_all_tools(client)
                     self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
@@ -189,11 +192,12 @@ class Worker:
         self._send(Started(server_pid=server.pid))
 
     def _trio_children(self) -> set[int] | None:
-        """Children that trio reaps itself (the server), or None while it is being spawned."""
-        if self.server is None:
-            return set()
+        """Children that trio reaps itself (the server, sampling programs), or None while one is spawned."""
+        hooks = self.requests.children()
+        if self.server is None or hooks is None:
+            return hooks
         pid = self.server.pid
-        return None if pid is None and not self.server.exited.is_set() else {pid} if pid else set()
+        return None if pid is None and not self.server.exited.is_set() else hooks | {pid} if pid else hooks
 
     async def _server_exits(self) -> bool:
         """After the session broke: does the server process exit? (Then its status says why.)"""
