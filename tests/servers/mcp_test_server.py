@@ -36,6 +36,10 @@ Tools:
                              -> writes ``lines`` non-JSON lines and, when ``huge_bytes`` > 0, one line of
                                 ``huge_bytes`` bytes plus its newline to the protocol stdout (between two
                                 JSON-RPC messages, never inside one), then returns "garbage sent"
+    ask {message, schema}    -> asks the client for input (an elicitation, form mode, with ``schema``
+                                as the requested schema) the 2026-07-28 way: an "input required"
+                                result, answered by the client's retry; returns {action, content}
+                                as structured content and as JSON text
     hang {}                  -> ``time.sleep(3600)`` inside the handler: blocks the whole event loop, so
                                 the server answers nothing any more (pings included)
     extra_0 .. extra_{N-1}   -> echo ``text`` (N = TEST_SERVER_EXTRA_TOOLS)
@@ -194,6 +198,25 @@ def _mark(tag: str, suffix: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(f"{os.getpid()}\n")
     os.replace(tmp, target)
+
+
+async def _ask(args: dict[str, Any]) -> types.CallToolResult:
+    raise AssertionError("ask needs the request context: see _ask_client")
+
+
+def _ask_client(params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+    """The 2026-07-28 way: answer "input required" with the form; the client calls again with its answer."""
+    args = params.arguments or {}
+    answer = (params.input_responses or {}).get("ask")
+    if answer is None:
+        form = types.ElicitRequestFormParams(message=str(args["message"]), requested_schema=args["schema"])
+        return types.InputRequiredResult(input_requests={"ask": types.ElicitRequest(params=form)})
+    if not isinstance(answer, types.ElicitResult):
+        raise ValueError(f"expected an elicitation result, got {type(answer).__name__}")
+    outcome = {"action": answer.action, "content": answer.content}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(outcome))], structured_content=outcome
+    )
 
 
 async def _echo(args: dict[str, Any]) -> types.CallToolResult:
@@ -403,6 +426,14 @@ def build_tools(extra: int) -> list[tuple[types.Tool, ToolFn]]:
             _garbage_stdout,
         ),
         (tool("hang", "Block the server's event loop for an hour.", _schema({})), _hang),
+        (
+            tool(
+                "ask",
+                "Ask the client for input (elicitation) with the given form schema.",
+                _schema({"message": STRING, "schema": {"type": "object"}}),
+            ),
+            _ask,
+        ),
     ]
     for i in range(extra):
         tools.append((tool(f"extra_{i}", f"Extra echo tool #{i}.", _schema({"text": STRING})), _echo))
@@ -433,11 +464,13 @@ def build_server() -> Server[Any]:
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         fn = by_name.get(params.name)
         if fn is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         try:
+            if fn is _ask:
+                return _ask_client(params)
             return await fn(params.arguments or {})
         except (KeyError, TypeError, ValueError) as exc:
             raise MCPError(
@@ -473,14 +506,36 @@ async def main() -> None:
         await anyio.sleep_forever()
 
 
-def serve_http(port: int) -> None:
-    """``--http PORT``: the same tools over streamable HTTP at http://127.0.0.1:PORT/mcp.
+def serve_http(transport: str, port: int) -> None:
+    """``--http PORT`` / ``--sse PORT``: the same tools over HTTP on 127.0.0.1:PORT.
 
+    Streamable HTTP is served at ``/mcp``; legacy SSE at ``/sse`` (messages posted to ``/messages/``).
     With TEST_SERVER_REQUIRE_TOKEN set, a request without ``Authorization: Bearer <token>`` gets 401.
     """
     import uvicorn  # the SDK's HTTP server side depends on it
 
-    app: Any = build_server().streamable_http_app(host="127.0.0.1")
+    server = build_server()
+    app: Any
+    if transport == "--sse":
+        from mcp.server.sse import SseServerTransport
+        from starlette.applications import Starlette
+        from starlette.responses import Response
+        from starlette.routing import Mount, Route
+
+        sse = SseServerTransport("/messages/")
+
+        async def handle_sse(request: Any) -> Response:
+            async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+            return Response()
+
+        routes = [
+            Route("/sse", handle_sse, methods=["GET"]),
+            Mount("/messages/", app=sse.handle_post_message),
+        ]
+        app = Starlette(routes=routes)
+    else:
+        app = server.streamable_http_app(host="127.0.0.1")
     token = os.environ.get("TEST_SERVER_REQUIRE_TOKEN")
     if token:
         inner = app
@@ -497,7 +552,7 @@ def serve_http(port: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        serve_http(int(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] in ("--http", "--sse"):
+        serve_http(sys.argv[1], int(sys.argv[2]))
     else:
         anyio.run(main)

@@ -494,3 +494,58 @@ def test_bad_policy_field_of_a_server_is_a_problem_naming_it() -> None:
 def test_unknown_supervisor_setting_rejects_the_file() -> None:
     with pytest.raises(ConfigError, match="shutdownGrase"):
         parse_config(b'{"supervisor": {"shutdownGrase": 1}, "mcpServers": {}}', environ={})
+
+
+def test_roots_elicitation_and_sampling_are_read_and_expanded() -> None:
+    entry = {
+        "command": "x",
+        "roots": ["/srv/a", "~/work", {"uri": "file:///data", "name": "data"}, "${PROJECT}"],
+        "elicitation": "defaults",
+        "sampling": {"command": "~/bin/sampler", "args": ["--model", "${MODEL:-small}"], "timeout": 5},
+    }
+    spec = parse({"s": entry}, {"HOME": "/home/u", "PROJECT": "/p r"}).servers["s"]
+    assert [(root.uri, root.name) for root in spec.roots] == [
+        ("file:///srv/a", None),
+        ("file:///home/u/work", None),
+        ("file:///data", "data"),
+        ("file:///p%20r", None),
+    ]
+    assert spec.elicitation == "defaults"
+    assert spec.sampling is not None
+    assert (spec.sampling.command, spec.sampling.args, spec.sampling.timeout) == (
+        "/home/u/bin/sampler",
+        ["--model", "small"],
+        5,
+    )
+    bare = parse({"s": {"command": "x"}}).servers["s"]
+    assert (bare.roots, bare.elicitation, bare.sampling) == ((), "decline", None)
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            {"roots": ["relative/dir"]},
+            "roots[0] must be an absolute path (or a file:// URI), got 'relative/dir'",
+        ),
+        (
+            {"roots": ["/ok", "https://x/y"]},
+            "roots[1] must be a file:// URI or an absolute path, got 'https://x/y'",
+        ),
+        ({"roots": [{"uri": "/a", "nam": "x"}]}, "unknown field 'nam' in roots[0] (did you mean 'name'?)"),
+        ({"roots": [{"uri": "rel"}]}, "roots[0].uri must be an absolute path"),
+        ({"roots": "/a"}, "field 'roots': expected 'array', got 'str'"),
+        ({"elicitation": "accept"}, "field 'elicitation': invalid enum value 'accept'"),
+        ({"sampling": {"args": []}}, "field 'sampling': object missing required field 'command'"),
+        (
+            {"sampling": {"command": "s", "timout": 1}},
+            "unknown field 'timout' in sampling (did you mean 'timeout'?)",
+        ),
+        ({"sampling": {"command": "s", "timeout": 0}}, "field 'sampling.timeout': expected 'float' > 0.0"),
+        ({"sampling": {"command": "${NOPE}"}}, "variable NOPE in sampling.command is not set"),
+    ],
+)
+def test_bad_roots_elicitation_or_sampling_is_a_problem_naming_the_field(
+    entry: dict[str, Any], problem: str
+) -> None:
+    assert problem in only_problem(parse({"s": {"command": "x", **entry}}))
