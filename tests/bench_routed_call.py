@@ -86,7 +86,7 @@ class Row:
 ALIGN = [str.ljust, str.ljust, *[str.rjust] * 5]
 
 
-def _pct(ordered: list[int], q: float) -> float:
+def percentile(ordered: list[int], q: float) -> float:
     """Nearest-rank percentile, in ms."""
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)] / 1e6
 
@@ -94,7 +94,8 @@ def _pct(ordered: list[int], q: float) -> float:
 def _row(server: str, path: str, s: Samples) -> Row:
     ordered = sorted(s.ns)
     n, mean = len(ordered), sum(ordered) / len(ordered) / 1e6
-    return Row(server, path, n, _pct(ordered, 0.5), _pct(ordered, 0.99), mean, n / s.wall_ns * 1e9)
+    p50, p99 = percentile(ordered, 0.5), percentile(ordered, 0.99)
+    return Row(server, path, n, p50, p99, mean, n / s.wall_ns * 1e9)
 
 
 async def run_block(call: AsyncCall, n: int, concurrency: int, out: Samples) -> None:
@@ -153,12 +154,19 @@ async def bench(args: argparse.Namespace, targets: list[Target], sup: Supervisor
 
 def start_supervisor(targets: list[Target], tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     servers = {t.name: {"command": t.command, "args": t.args} for t in targets}
+    return launch_supervisor(servers, tmp)
+
+
+def launch_supervisor(
+    servers: dict[str, Any], tmp: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``mcp-supervisor run`` on a config of ``servers``, its files (config, socket, log) in ``tmp``."""
     config = tmp / "mcp.json"
     config.write_text(json.dumps({"mcpServers": servers}))
     endpoint = f"ipc://{tmp / 's.sock'}"
     command = [sys.executable, "-c", CLI, "run", str(config), "--endpoint", endpoint]
     with open(tmp / "supervisor.log", "wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
     return proc, endpoint
 
 
