@@ -1,0 +1,200 @@
+"""The client side of the MCP conformance suite: mcp-supervisor as the MCP client under test.
+
+``conformance client --command "python tests/conformance/driver.py"`` runs this
+with the scenario's server URL as the last argument and the scenario's name in
+``$MCP_CONFORMANCE_SCENARIO``. The driver writes a config with that URL as the
+one server ``conf`` (restart ``temporary``: one connection attempt, so a server
+that refuses us ends as ``failed`` at once instead of being retried), starts a
+real supervisor (``python -m supervisor run``) on a private ipc endpoint in a
+fresh temporary directory, waits (bounded) until the server is ready or has
+failed, lists the tools and calls the one the scenario asks for through
+``SupervisorClient``, then stops the supervisor with SIGINT (bounded wait).
+
+Exit status 0 after a clean run (the last stdout line is ``driver: ok``), 1
+with a message on stderr when anything failed; the supervisor's log is copied to
+stderr either way (the suite keeps it in ``stderr.txt`` with ``-o``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from supervisor.client import SupervisorClient
+from supervisor.errors import SupervisorError, SupervisorUnreachableError
+from supervisor.protocol import ServerStatus, ToolInfo
+
+SERVER: Final = "conf"  # the scenario's server in the config
+START_TIMEOUT: Final = 15.0  # the server's startTimeout: initialize and tools/list, then it is failed
+READY_TIMEOUT: Final = 20.0  # seconds for the supervisor to start and the server to be ready (or failed)
+CALL_TIMEOUT: Final = 10.0  # seconds for the scenario's tool call
+STOP_TIMEOUT: Final = 10.0  # seconds for the supervisor to exit after SIGINT
+POLL_INTERVAL: Final = 0.05
+OK_LINE: Final = "driver: ok"
+
+# The tool each scenario exposes and the arguments to call it with. Scenarios not listed
+# here (auth/*): the first tool the server lists, with no arguments.
+SCENARIO_CALLS: Final[dict[str, tuple[str, dict[str, Any]] | None]] = {
+    "initialize": None,  # lists no tools; initialize and tools/list are the whole scenario
+    "tools_call": ("add_numbers", {"a": 2, "b": 3}),
+    "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
+    "sse-retry": ("test_reconnection", {}),
+}
+# What the scenario's tool answers when it went right.
+EXPECTED_TEXT: Final = {
+    "tools_call": "The sum of 2 and 3 is 5",
+    "elicitation-sep1034-client-defaults": "Elicitation completed:",
+    "sse-retry": "Reconnection test completed successfully",
+}
+
+
+class DriverError(Exception):
+    """The scenario could not be carried out; the message says why."""
+
+
+def server_config(url: str, scenario: str) -> dict[str, Any]:
+    server: dict[str, Any] = {
+        "url": url,
+        "restart": "temporary",
+        "startTimeout": START_TIMEOUT,
+        "toolTimeout": CALL_TIMEOUT,
+    }
+    if scenario.startswith("elicitation-"):
+        server["elicitation"] = "defaults"
+    return {"supervisor": {"shutdownGrace": 2}, "mcpServers": {SERVER: server}}
+
+
+class Supervisor:
+    """A ``python -m supervisor run`` process with its config, socket and log in ``tmp``."""
+
+    def __init__(self, tmp: Path, config: dict[str, Any]) -> None:
+        self.config = tmp / "mcp.json"
+        self.config.write_text(json.dumps(config))
+        self.endpoint = f"ipc://{tmp}/supervisor.sock"
+        self.log_path = tmp / "supervisor.log"
+        command = [sys.executable, "-m", "supervisor", "run", str(self.config), "--endpoint", self.endpoint]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [*command, "--log-level", "debug"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "XDG_RUNTIME_DIR": str(tmp)},  # the worker socket goes there too
+            )
+        self.client = SupervisorClient(self.endpoint, request_timeout=5.0)
+
+    def wait_settled(self, timeout: float) -> ServerStatus:
+        """Poll until the server is ``ready``, ``failed`` or ``stopped``; its status row."""
+        deadline = time.monotonic() + timeout
+        last: ServerStatus | None = None
+        while True:
+            if self.process.poll() is not None:
+                raise DriverError(f"the supervisor exited with status {self.process.returncode}")
+            try:
+                last = next(row for row in self.client.status() if row.server == SERVER)
+            except SupervisorUnreachableError:
+                pass  # not listening yet
+            except StopIteration:
+                raise DriverError(f"the supervisor has no server {SERVER!r} (config rejected?)") from None
+            if last is not None and last.state in ("ready", "failed", "stopped"):
+                return last
+            if time.monotonic() > deadline:
+                state = last.state if last is not None else "no answer from the supervisor"
+                raise DriverError(f"server not ready within {timeout:g} s (state: {state})")
+            time.sleep(POLL_INTERVAL)
+
+    def stop(self) -> None:
+        """SIGINT and a bounded wait; raises if it did not exit cleanly. Never leaves it running."""
+        self.client.close()
+        try:
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGINT)
+                try:
+                    self.process.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    raise DriverError(
+                        f"the supervisor did not exit within {STOP_TIMEOUT:g} s of SIGINT"
+                    ) from None
+        finally:
+            if self.process.poll() is None:  # timed out, or we were interrupted while waiting
+                self.process.kill()
+                self.process.wait()
+        if self.process.returncode != 0:
+            raise DriverError(f"the supervisor exited with status {self.process.returncode}")
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM (the suite's timeout) or SIGHUP: unwind, so that the supervisor is stopped."""
+    signal.signal(signum, signal.SIG_IGN)  # once: let the clean-up run
+    raise DriverError(f"interrupted by {signal.Signals(signum).name}")
+
+
+def run_scenario(sup: Supervisor, scenario: str) -> None:
+    row = sup.wait_settled(READY_TIMEOUT)
+    if row.state != "ready":
+        raise DriverError(f"server {row.state}: {row.last_error or 'no error recorded'}")
+    tools: list[ToolInfo] = [tool for tool in sup.client.list_tools() if tool.server == SERVER]
+    print(f"tools: {', '.join(tool.original_name for tool in tools) or 'none'}")
+    if scenario in SCENARIO_CALLS:
+        wanted = SCENARIO_CALLS[scenario]
+        if wanted is None:
+            return
+        original, arguments = wanted
+        tool = next((tool for tool in tools if tool.original_name == original), None)
+        if tool is None:
+            raise DriverError(f"the server lists no tool {original!r}")
+    elif tools:
+        tool, arguments = tools[0], {}
+    else:
+        return
+    try:
+        result = sup.client.call_tool(tool.name, arguments, timeout=CALL_TIMEOUT)
+    except SupervisorError as exc:
+        raise DriverError(f"calling {tool.name}: {exc.code}: {exc}") from exc
+    print(f"{tool.name}: {result.text}")
+    expected = EXPECTED_TEXT.get(scenario)
+    if expected is not None and expected not in result.text:
+        raise DriverError(f"{tool.name} answered {result.text!r}, expected {expected!r}")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("usage: driver.py [...] SERVER_URL (the conformance suite appends the URL)", file=sys.stderr)
+        return 2
+    url, scenario = argv[-1], os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupted)
+    print(f"scenario {scenario or '(unnamed)'} at {url}", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="mcpconf-"))  # short: ipc socket paths are limited to ~100 bytes
+    sup: Supervisor | None = None
+    failure: str | None = None
+    try:
+        sup = Supervisor(tmp, server_config(url, scenario))
+        run_scenario(sup, scenario)
+    except (DriverError, SupervisorError) as exc:
+        failure = str(exc)
+    finally:
+        if sup is not None:
+            try:
+                sup.stop()
+            except DriverError as exc:
+                failure = failure or str(exc)
+            sys.stderr.write(sup.log_path.read_text(errors="replace"))
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failure is not None:
+        print(f"driver: FAILED: {failure}", file=sys.stderr)
+        return 1
+    print(OK_LINE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
