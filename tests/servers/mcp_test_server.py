@@ -58,6 +58,8 @@ Environment:
                               stdin closes, write PARKED_LINE ("stdin closed; staying alive ...") to
                               stderr and sleep forever with stdout still open: only SIGKILL stops it
     TEST_SERVER_NAME          server name reported to clients (default "mcp-test-server")
+    TEST_SERVER_REQUIRE_TOKEN (--http/--sse) the bearer token every request must carry, else 401
+    TEST_SERVER_HTTP_STATUS   (--http/--sse) answer every request with this HTTP status
 """
 
 from __future__ import annotations
@@ -510,7 +512,8 @@ def serve_http(transport: str, port: int) -> None:
     """``--http PORT`` / ``--sse PORT``: the same tools over HTTP on 127.0.0.1:PORT.
 
     Streamable HTTP is served at ``/mcp``; legacy SSE at ``/sse`` (messages posted to ``/messages/``).
-    With TEST_SERVER_REQUIRE_TOKEN set, a request without ``Authorization: Bearer <token>`` gets 401.
+    With TEST_SERVER_REQUIRE_TOKEN set, a request without ``Authorization: Bearer <token>`` gets 401;
+    with TEST_SERVER_HTTP_STATUS set, every request gets that status.
     """
     import uvicorn  # the SDK's HTTP server side depends on it
 
@@ -537,14 +540,19 @@ def serve_http(transport: str, port: int) -> None:
     else:
         app = server.streamable_http_app(host="127.0.0.1")
     token = os.environ.get("TEST_SERVER_REQUIRE_TOKEN")
-    if token:
+    status = int(os.environ.get("TEST_SERVER_HTTP_STATUS") or 0)
+    if token or status:
         inner = app
 
         async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             headers = dict(scope.get("headers") or [])
-            if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {token}".encode():
-                await send({"type": "http.response.start", "status": 401, "headers": []})
-                await send({"type": "http.response.body", "body": b"unauthorized"})
+            refusal = 0
+            if scope["type"] == "http":
+                wrong_token = token and headers.get(b"authorization") != f"Bearer {token}".encode()
+                refusal = 401 if wrong_token else status
+            if refusal:
+                await send({"type": "http.response.start", "status": refusal, "headers": []})
+                await send({"type": "http.response.body", "body": b"refused by TEST_SERVER_HTTP_STATUS"})
                 return
             await inner(scope, receive, send)
 

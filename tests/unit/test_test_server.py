@@ -26,6 +26,7 @@ from tests.servers.mcp_test_server import PARKED_LINE
 SERVER = Path(__file__).resolve().parents[1] / "servers" / "mcp_test_server.py"
 BASE_TOOLS = {
     "echo",
+    "ask",
     "add",
     "slow",
     "crash",
