@@ -16,6 +16,7 @@ import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -41,10 +42,23 @@ KEEPALIVE_LIMITS: Final = httpx2.Limits(
 
 
 class HttpTrouble:
-    """The last HTTP error status a server answered with: the SDK's errors do not carry it."""
+    """The last HTTP error status a server answered with, and the last transport failure:
+    the SDK's errors do not carry them."""
 
     def __init__(self) -> None:
         self.last: str | None = None
+        self.broken: str | None = None
+
+    def note(self, error: BaseException) -> None:
+        """A transport failure the SDK reported beside the session (a dropped connection)."""
+        self.broken = f"{type(error).__name__}: {error}"
+
+    def cause(self, url: str | None) -> str:
+        """`` (what went wrong)``, from what was noted; else where the server was, for remote ones."""
+        known = "; ".join(filter(None, (self.broken, self.last)))
+        if not known and url:
+            known = f"HTTP connection to {urlsplit(url).hostname}:{urlsplit(url).port or 'default port'}"
+        return f" ({known})" if known else ""
 
     async def on_response(self, response: httpx2.Response) -> None:
         if response.status_code >= 400:

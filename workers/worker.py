@@ -83,12 +83,23 @@ EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's ex
 
 
 class _LineHandler(logging.Handler):
-    """Writes each record as ``<levelno> <line>`` lines the keeper can parse."""
+    """Writes each record as ``<levelno> <line>`` lines the keeper can parse.
+
+    A record with an exception (the SDK logs transport failures that way) is one line at its
+    level, ending in ``Type: message``; the traceback follows as debug lines, when debug is on.
+    """
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = self.format(record)
-            sys.stderr.write("".join(f"{record.levelno} {line}\n" for line in text.splitlines() or [""]))
+            text, trace = record.getMessage(), ""
+            if record.exc_info and record.exc_info[1] is not None:
+                exc = record.exc_info[1]
+                text = f"{text}: {type(exc).__name__}: {exc}"
+                if logging.getLogger().isEnabledFor(logging.DEBUG):
+                    trace = logging.Formatter().formatException(record.exc_info)
+            lines = [f"{record.levelno} {line}\n" for line in text.splitlines() or [""]]
+            lines += [f"{logging.DEBUG} {line}\n" for line in trace.splitlines()]
+            sys.stderr.write("".join(lines))
             sys.stderr.flush()
         except Exception:
             self.handleError(record)
@@ -165,6 +176,7 @@ class Worker:
                     transport,
                     cache=None,
                     client_info=Implementation(name="mcp-supervisor", version=__version__),
+                    message_handler=self._on_message,
                     **self.requests.client_options(),
                 ) as client:
                     tools = await _list_all_tools(client)
@@ -185,6 +197,13 @@ class Worker:
                 self._end(WorkerExit.START_FAILED)
             self._end(self.exit_code)
         return self.exit_code
+
+    async def _on_message(self, message: object) -> None:
+        """The session's messages outside requests: transport failures are kept to explain what follows."""
+        if isinstance(message, Exception):
+            self.http.note(message)
+            log.debug("transport: %s: %s", type(message).__name__, message)
+        await trio.lowlevel.checkpoint()
 
     async def _report_spawn(self, server: StdioServer) -> None:
         await server.spawned.wait()
@@ -312,7 +331,11 @@ class Worker:
                 # The session is gone: end the worker; the supervisor fails this call
                 # with WORKER_CRASHED and the server's last stderr lines.
                 if not await self._server_exits():
-                    log.error("the connection to the server closed during a call to %r", invoke.tool)
+                    log.error(
+                        "the connection to the server closed during a call to %r%s",
+                        invoke.tool,
+                        self.http.cause(self.boot.spec.url),
+                    )
                     self._end(WorkerExit.SERVER_DIED)
                 return None
             code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
@@ -396,7 +419,6 @@ def _connect(boot: WorkerBoot) -> TrioSocket:
 
 def main() -> int:
     handler = _LineHandler()
-    handler.setFormatter(logging.Formatter("%(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     try:
         boot = msgspec.json.decode(sys.stdin.buffer.readline(), type=WorkerBoot)
@@ -404,6 +426,8 @@ def main() -> int:
         log.error("bad boot message on stdin: %s", exc)
         return WorkerExit.START_FAILED
     logging.getLogger().setLevel(boot.log_level)
+    # One line per HTTP request is debug detail: errors are logged with their status anyway.
+    logging.getLogger("httpx2").setLevel(max(boot.log_level, logging.WARNING))
     become_subreaper()  # daemons that escape the server's process group are re-parented to us
     link = _connect(boot)
     try:
