@@ -11,7 +11,8 @@ A call's life: look the prefixed name up in the registry (unknown ->
 supervisor-wide call id, send ``Invoke`` to the server's live worker with the
 budget, and remember (caller, id, deadline). The worker answers by the budget;
 if it does not (a wedged worker), the deadline timer answers ``TIMEOUT`` a
-margin later. When a worker dies, every call it had gets ``WORKER_CRASHED``.
+margin later. When a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR``
+when a remote server's connection was lost).
 Replies from an incarnation that is no longer attached are dropped.
 """
 
@@ -37,6 +38,7 @@ from supervisor.protocol import (
     CallResult,
     CallTool,
     Done,
+    ErrorCode,
     ErrorReply,
     FrontReply,
     GetStatus,
@@ -157,8 +159,8 @@ class Supervisor:
     def attach(self, identity: bytes, keeper: Keeper) -> None:
         self._by_identity[identity] = keeper
 
-    def detach(self, keeper: Keeper, reason: str) -> None:
-        """A worker incarnation ended: forget it, drop its tools, fail its calls."""
+    def detach(self, keeper: Keeper, reason: str, code: ErrorCode = "WORKER_CRASHED") -> None:
+        """A worker incarnation ended: forget it, drop its tools, fail its calls with ``code``."""
         if keeper.identity is not None:
             self._by_identity.pop(keeper.identity, None)
         keeper.identity = None
@@ -167,7 +169,7 @@ class Supervisor:
         for call in calls:
             pending = self._pending.pop(call, None)
             if pending is not None:
-                self._reply(pending.caller, ErrorReply(id=pending.id, code="WORKER_CRASHED", message=reason))
+                self._reply(pending.caller, ErrorReply(id=pending.id, code=code, message=reason))
         self._check_idle()
 
     # ---------------------------------------------------------- front link

@@ -250,13 +250,20 @@ class Keeper:
                 await self._reap(process)
             outcome = self._outcome(process.returncode) if ended_on_its_own else self._ending
             reason = self._exit_reason(process.returncode)
+            # A remote server's session breaking is the server's failure, not the worker's.
+            lost = self._connection_lost(process.returncode) and ended_on_its_own
             if outcome in ("normal", "abnormal"):
                 self.last_error = reason
                 (log.warning if outcome == "normal" else log.error)("server %r: %s", self.name, reason)
             elif outcome == "shutdown":
                 reason = "the supervisor is stopping"
-            self.sup.detach(self, f"server {self.name!r}: {reason}")
+            self.sup.detach(
+                self, f"server {self.name!r}: {reason}", "SERVER_ERROR" if lost else "WORKER_CRASHED"
+            )
         return outcome
+
+    def _connection_lost(self, code: int | None) -> bool:
+        return self.spec.transport != "stdio" and code == WorkerExit.SERVER_DIED and self._kill_reason is None
 
     def _outcome(self, code: int | None) -> Outcome:
         return "normal" if code == WorkerExit.SERVER_DONE and self._kill_reason is None else "abnormal"
@@ -312,6 +319,8 @@ class Keeper:
             what = f"worker was killed by {signal.Signals(-code).name}"
         elif code == WorkerExit.SERVER_DONE:
             what = "server exited with status 0"
+        elif self._connection_lost(code):
+            what = "the connection to the server was lost"
         else:
             what = f"worker exited with code {code}"
         report = self.worker_log.report()
