@@ -275,7 +275,9 @@ def test_operator_stop_holds_until_start_and_is_never_a_failure(start_supervisor
     before = sup.status()
     sup.client.stop("test")
     rows = sup.wait_states(test="stopped")
-    poll("the stopped worker to exit", lambda: not alive(before["test"].worker_pid), 15)
+    # the keeper reports no worker once it has reaped it (and killed what the worker left)
+    poll("the stopped worker to be reaped", lambda: sup.status()["test"].worker_pid is None, 15)
+    assert not alive(before["test"].worker_pid)
     assert not alive(before["test"].server_pid)
     with pytest.raises(ServerUnavailableError, match="'test' is stopped"):
         sup.client.call_tool("mcp_test_echo", {"text": "x"})
