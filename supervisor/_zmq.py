@@ -22,10 +22,21 @@ from typing import Final, cast
 import trio
 import zmq
 
-__all__ = ["BATCH", "MAX_MESSAGE_SIZE", "TrioSocket", "Unroutable", "bind_router", "fd_of", "readable"]
+__all__ = [
+    "BATCH",
+    "EVENTS_HWM",
+    "MAX_MESSAGE_SIZE",
+    "TrioSocket",
+    "Unroutable",
+    "bind_publisher",
+    "bind_router",
+    "fd_of",
+    "readable",
+]
 
 BATCH: Final = 256  # messages taken per wake-up before yielding to other tasks
 MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024  # bytes; a larger frame drops the peer's connection
+EVENTS_HWM: Final = 10_000  # events queued per subscriber before it misses some
 
 
 def fd_of(sock: zmq.Socket[bytes]) -> int:
@@ -87,6 +98,19 @@ class TrioSocket:
             with suppress(RuntimeError):  # outside trio: no task can be waiting on the FD
                 trio.lowlevel.notify_closing(self._fd)
             self.sock.close(linger=0)
+
+
+def bind_publisher(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
+    """A PUB bound to ``endpoint``: events for whoever subscribes; never blocks (drops at its HWM)."""
+    sock = ctx.socket(zmq.PUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, EVENTS_HWM)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
+    return sock
 
 
 def bind_router(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> TrioSocket:

@@ -66,6 +66,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     roots: list[str | RootEntry] = []  # answered on roots/list; none: roots are not offered
     elicitation: Literal["decline", "defaults"] = "decline"
     sampling: SamplingHook | None = None  # none: sampling is not offered, and refused
+    refresh_interval: Annotated[float, msgspec.Meta(gt=0)] | None = None  # seconds between tool re-lists
 
 
 class SupervisorSettings(
@@ -96,6 +97,7 @@ class ServerSpec:
     roots: tuple[RootEntry, ...] = ()
     elicitation: Literal["decline", "defaults"] = "decline"
     sampling: SamplingHook | None = None
+    refresh_interval: float | None = None  # re-list the tools this often, for servers that never notify
 
 
 @dataclass(frozen=True)
@@ -381,6 +383,7 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         roots=roots,
         elicitation=cfg.elicitation,
         sampling=sampling,
+        refresh_interval=cfg.refresh_interval,
     )
 
 

@@ -18,6 +18,7 @@ Replies from an incarnation that is no longer attached are dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -30,16 +31,18 @@ import trio
 import zmq
 
 from supervisor._process import become_subreaper, reap_on_sigchld
-from supervisor._zmq import TrioSocket, Unroutable, bind_router
+from supervisor._zmq import TrioSocket, Unroutable, bind_publisher, bind_router
 from supervisor.config import Config
 from supervisor.keeper import Keeper
-from supervisor.paths import ipc_path
+from supervisor.paths import default_events_endpoint, ipc_path
 from supervisor.protocol import (
+    EVENT_TOPICS,
     CallResult,
     CallTool,
     Done,
     ErrorCode,
     ErrorReply,
+    Event,
     FrontReply,
     GetStatus,
     Heartbeat,
@@ -49,17 +52,22 @@ from supervisor.protocol import (
     ListTools,
     Ping,
     Ready,
+    RegistryChanged,
     Restart,
     Start,
     Started,
+    StateChanged,
     StatusReply,
     Stop,
     ToolList,
+    ToolsChanged,
+    WorkerState,
+    WorkerTool,
     decode_front_request,
     decode_worker_event,
     encode,
 )
-from supervisor.registry import Registry, sanitize
+from supervisor.registry import Diff, Registry, sanitize
 
 __all__ = ["Supervisor"]
 
@@ -83,10 +91,12 @@ class Supervisor:
         *,
         endpoint: str,
         worker_endpoint: str,
+        events_endpoint: str | None = None,
     ) -> None:
         self.config = config
         self.endpoint = endpoint
         self.worker_endpoint = worker_endpoint
+        self.events_endpoint = events_endpoint or default_events_endpoint(endpoint)
         self.registry = Registry()
         self.keepers = {name: Keeper(spec, self, config.settings) for name, spec in config.servers.items()}
         self._by_identity: dict[bytes, Keeper] = {}
@@ -99,6 +109,7 @@ class Supervisor:
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._front: TrioSocket | None = None
         self._link: TrioSocket | None = None
+        self._events: zmq.Socket[bytes] | None = None
 
     # ------------------------------------------------------------- running
 
@@ -108,11 +119,14 @@ class Supervisor:
             self._front = bind_router(self._ctx, self.endpoint)
         if self._link is None:
             self._link = bind_router(self._ctx, self.worker_endpoint)
+        if self._events is None:
+            self._events = bind_publisher(self._ctx, self.events_endpoint)
+            self.events_endpoint = self._events.getsockopt_string(zmq.LAST_ENDPOINT)  # a port "*" resolved
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start every worker, serve until cancelled, then stop every worker (bounded)."""
         self.bind()
-        assert self._front is not None and self._link is not None
+        assert self._front is not None and self._link is not None and self._events is not None
         become_subreaper()  # a dead worker's escaped descendants come to us, to be killed and reaped
         try:
             # Cancelling this nursery is the shutdown: each keeper's shielded, bounded
@@ -129,8 +143,9 @@ class Supervisor:
         finally:
             self._front.close()
             self._link.close()
+            self._events.close(linger=0)
             self._ctx.term()
-            for endpoint in (self.endpoint, self.worker_endpoint):
+            for endpoint in (self.endpoint, self.worker_endpoint, self.events_endpoint):
                 path = ipc_path(endpoint)
                 if path is not None:
                     path.unlink(missing_ok=True)
@@ -159,12 +174,40 @@ class Supervisor:
     def attach(self, identity: bytes, keeper: Keeper) -> None:
         self._by_identity[identity] = keeper
 
+    def state_changed(self, keeper: Keeper, previous: WorkerState) -> None:
+        self._publish(
+            StateChanged(
+                server=keeper.name,
+                state=keeper.state,
+                previous=previous,
+                restarts=keeper.tracker.restarts,
+                last_error=keeper.last_error,
+            )
+        )
+
+    def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
+        """Register ``keeper``'s server's tools (all of them), publish what changed; the count registered."""
+        infos, diff = self.registry.replace(keeper.name, tools)
+        self._publish_diff(keeper.name, diff)
+        return len(infos)
+
+    def _publish_diff(self, server: str, diff: Diff | None) -> None:
+        if diff is not None:
+            version = self.registry.version
+            self._publish(RegistryChanged(version=version, server=server, **dataclasses.asdict(diff)))
+
+    def _publish(self, event: Event) -> None:
+        """Fire and forget: a subscriber too slow to keep up loses events (it sees a version gap)."""
+        if self._events is not None:
+            with suppress(zmq.Again):
+                self._events.send_multipart([EVENT_TOPICS[type(event)], encode(event)], zmq.NOBLOCK)
+
     def detach(self, keeper: Keeper, reason: str, code: ErrorCode = "WORKER_CRASHED") -> None:
         """A worker incarnation ended: forget it, drop its tools, fail its calls with ``code``."""
         if keeper.identity is not None:
             self._by_identity.pop(keeper.identity, None)
         keeper.identity = None
-        self.registry.remove(keeper.name)
+        self._publish_diff(keeper.name, self.registry.remove(keeper.name))
         calls, keeper.inflight = keeper.inflight, set()
         for call in calls:
             pending = self._pending.pop(call, None)
@@ -196,7 +239,7 @@ class Supervisor:
                         self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
                     case GetStatus(id=id):
                         rows = [keeper.status() for keeper in self.keepers.values()]
-                        self._reply(caller, StatusReply(id=id, servers=rows))
+                        self._reply(caller, StatusReply(id=id, servers=rows, events=self.events_endpoint))
                     case (
                         Restart(id=id, server=server)
                         | Stop(id=id, server=server)
@@ -305,6 +348,8 @@ class Supervisor:
                         keeper.started(pid)
                     case Ready():
                         keeper.ready(event)
+                    case ToolsChanged():
+                        keeper.tools_changed(event)
                     case Heartbeat():
                         pass
 

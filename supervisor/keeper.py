@@ -44,6 +44,7 @@ from supervisor.protocol import (
     STOP_LINE,
     Ready,
     ServerStatus,
+    ToolsChanged,
     WorkerBoot,
     WorkerExit,
     WorkerState,
@@ -73,7 +74,7 @@ class Keeper:
         self.settings = settings
         self.sup = supervisor
         self.tracker = RestartTracker(spec.policy)
-        self.state: WorkerState = "stopped" if spec.disabled else "starting"
+        self._state: WorkerState = "stopped" if spec.disabled else "starting"
         self.identity: bytes | None = None  # routing id of the live incarnation
         self.worker_pid: int | None = None
         self.server_pid: int | None = None
@@ -92,6 +93,17 @@ class Keeper:
         self._kill_reason: str | None = None
         self._started_at = 0.0
         self._incarnation = 0
+
+    @property
+    def state(self) -> WorkerState:
+        return self._state
+
+    @state.setter
+    def state(self, state: WorkerState) -> None:
+        """Every state change goes through here, and is published."""
+        previous, self._state = self._state, state
+        if state != previous:
+            self.sup.state_changed(self, previous)
 
     # ------------------------------------------------------------- operator
 
@@ -333,16 +345,21 @@ class Keeper:
 
     def ready(self, event: Ready) -> None:
         now = trio.current_time()
-        self.state = "ready"
         self.server_pid = event.server_pid
         self.tracker.ready(now)
         self._restarting = False
         self._ready.set()
-        infos = self.sup.registry.replace(self.name, event.tools)
+        count = self.sup.tools_changed(self, event.tools)  # tools first: "ready" means they are there
+        self.state = "ready"
         log.info(
             "server %r ready: %d tools in %.2f s (%s)",
-            *(self.name, len(infos), now - self._started_at, event.server_name or "unnamed server"),
+            *(self.name, count, now - self._started_at, event.server_name or "unnamed server"),
         )
+
+    def tools_changed(self, event: ToolsChanged) -> None:
+        if self.state == "ready":
+            count = self.sup.tools_changed(self, event.tools)
+            log.info("server %r tools changed: %d tools", self.name, count)
 
 
 _OWN_CMDLINE: Final = Path("/proc/self/cmdline").read_bytes()

@@ -18,6 +18,7 @@ from pathlib import Path
 __all__ = [
     "ENDPOINT_ENV",
     "default_endpoint",
+    "default_events_endpoint",
     "ensure_runtime_dir",
     "ipc_path",
     "resolve_endpoint",
@@ -48,6 +49,18 @@ def ensure_runtime_dir(path: Path) -> Path:
 
 def default_endpoint(environ: Mapping[str, str] | None = None) -> str:
     return f"ipc://{runtime_dir(environ) / 'supervisor.sock'}"
+
+
+def default_events_endpoint(front: str) -> str:
+    """Where events are published, next to the front endpoint ``front``.
+
+    ``ipc://DIR/NAME.sock`` -> ``ipc://DIR/NAME-events.sock``; ``tcp://HOST:PORT`` -> ``tcp://HOST:*``
+    (a free port, shown by ``status``); anything else gets ``-events`` appended.
+    """
+    if front.startswith("tcp://"):
+        return f"{front.rsplit(':', 1)[0]}:*"
+    base = front.removesuffix(".sock")
+    return f"{base}-events.sock" if base != front else f"{front}-events"
 
 
 def resolve_endpoint(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:

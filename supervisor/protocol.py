@@ -26,6 +26,7 @@ from supervisor.config import ServerSpec
 
 __all__ = [
     "ERROR_CODES",
+    "EVENT_TOPICS",
     "HEARTBEAT",
     "STOP_LINE",
     "CallResult",
@@ -33,6 +34,7 @@ __all__ = [
     "Done",
     "ErrorCode",
     "ErrorReply",
+    "Event",
     "FrontReply",
     "FrontRequest",
     "GetStatus",
@@ -43,20 +45,24 @@ __all__ = [
     "ListTools",
     "Ping",
     "Ready",
+    "RegistryChanged",
     "Restart",
     "ServerStatus",
     "Start",
     "Started",
+    "StateChanged",
     "StatusReply",
     "Stop",
     "ToolInfo",
     "ToolList",
     "ToolResult",
+    "ToolsChanged",
     "WorkerBoot",
     "WorkerCommand",
     "WorkerEvent",
     "WorkerExit",
     "WorkerTool",
+    "decode_event",
     "decode_front_reply",
     "decode_front_request",
     "decode_worker_command",
@@ -201,6 +207,7 @@ class CallResult(_Message):
 class StatusReply(_Message):
     id: int
     servers: list[ServerStatus]
+    events: str = ""  # the PUB endpoint of registry and state events
 
 
 class Done(_Message):
@@ -260,7 +267,43 @@ class InvokeFailed(_Message):
     message: str
 
 
-WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | Heartbeat
+class ToolsChanged(_Message):
+    """Worker -> supervisor: the server's tools changed (it said so, or a refresh found it); all of them."""
+
+    tools: list[WorkerTool]
+
+
+WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | Heartbeat | ToolsChanged
+
+# ------------------------------------------------------------------ events (PUB)
+
+
+class RegistryChanged(_Message):
+    """Published when a server's tools enter, change in or leave the registry (topic ``registry``).
+
+    ``version`` is the registry's version after the change: a subscriber holding a listing of
+    ``version - 1`` applies this diff; one that missed a version lists the tools again.
+    """
+
+    version: int
+    server: str
+    added: list[ToolInfo] = []
+    removed: list[str] = []  # prefixed names
+    changed: list[ToolInfo] = []
+
+
+class StateChanged(_Message):
+    """Published when a server's worker changes state (topic ``state``)."""
+
+    server: str
+    state: WorkerState
+    previous: WorkerState
+    restarts: int = 0
+    last_error: str | None = None
+
+
+Event = RegistryChanged | StateChanged
+EVENT_TOPICS: Final = {RegistryChanged: b"registry", StateChanged: b"state"}
 
 # ------------------------------------------------------------------- codecs
 
@@ -271,10 +314,12 @@ _front_request = msgspec.msgpack.Decoder(FrontRequest)
 _front_reply = msgspec.msgpack.Decoder(FrontReply)
 _worker_command = msgspec.msgpack.Decoder(WorkerCommand)
 _worker_event = msgspec.msgpack.Decoder(WorkerEvent)
+_event = msgspec.msgpack.Decoder(Event)
 decode_front_request = _front_request.decode
 decode_front_reply = _front_reply.decode
 decode_worker_command = _worker_command.decode
 decode_worker_event = _worker_event.decode
+decode_event = _event.decode
 HEARTBEAT: Final = encode(Heartbeat())  # the same bytes every time, both ways
 
 

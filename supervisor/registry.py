@@ -69,8 +69,29 @@ class Route:
     tool: str
 
 
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """What one change did to one server's entries."""
+
+    added: list[ToolInfo]
+    removed: list[str]  # prefixed names
+    changed: list[ToolInfo]
+
+
+def _diff(before: list[ToolInfo], after: list[ToolInfo]) -> Diff | None:
+    old = {info.name: info for info in before}
+    new = {info.name: info for info in after}
+    added = [info for name, info in new.items() if name not in old]
+    removed = [name for name in old if name not in new]
+    changed = [info for name, info in new.items() if name in old and old[name] != info]
+    return Diff(added, removed, changed) if added or removed or changed else None
+
+
 class Registry:
-    """Every ready server's tools under their prefixed names."""
+    """Every ready server's tools under their prefixed names.
+
+    ``version`` grows by one with every change (a server's tools added, changed or removed).
+    """
 
     def __init__(self) -> None:
         self._routes: dict[str, Route] = {}
@@ -89,18 +110,24 @@ class Registry:
     def count(self, server: str) -> int:
         return len(self._infos.get(server, ()))
 
-    def remove(self, server: str) -> None:
-        infos = self._infos.pop(server, None)
-        if infos is None:
-            return
+    def remove(self, server: str) -> Diff | None:
+        """Drop ``server``'s entries; what that changed, if anything."""
+        infos = self._drop(server)
+        diff = _diff(infos, [])
+        if diff is not None:
+            self.version += 1
+        return diff
+
+    def _drop(self, server: str) -> list[ToolInfo]:
+        infos = self._infos.pop(server, [])
         for info in infos:
             del self._routes[info.name]
         self._listing = None
-        self.version += 1
+        return infos
 
-    def replace(self, server: str, tools: list[WorkerTool]) -> list[ToolInfo]:
-        """Set ``server``'s tools (replacing what it had); return the entries registered."""
-        self.remove(server)
+    def replace(self, server: str, tools: list[WorkerTool]) -> tuple[list[ToolInfo], Diff | None]:
+        """Set ``server``'s tools (replacing what it had); the entries registered, and what changed."""
+        before = self._drop(server)
         infos: list[ToolInfo] = []
         seen: set[str] = set()
         for tool in tools:
@@ -128,8 +155,10 @@ class Registry:
             )
         self._infos[server] = infos
         self._listing = None
-        self.version += 1
-        return infos
+        diff = _diff(before, infos)
+        if diff is not None:
+            self.version += 1
+        return infos, diff
 
     def _free_name(self, server: str, tool: str) -> str:
         base = prefixed_name(server, tool)

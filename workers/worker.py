@@ -31,6 +31,7 @@ keeper reads them into its own log.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from contextlib import AbstractAsyncContextManager
@@ -46,8 +47,9 @@ import trio
 import zmq
 from mcp import Client
 from mcp.client._transport import TransportStreams
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, Implementation
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, Implementation, ToolListChangedNotification
 from pydantic import ValidationError
 
 from supervisor import __version__
@@ -62,6 +64,7 @@ from supervisor.protocol import (
     InvokeResult,
     Ready,
     Started,
+    ToolsChanged,
     WorkerBoot,
     WorkerExit,
     WorkerTool,
@@ -79,6 +82,9 @@ __all__ = ["main"]
 log = logging.getLogger("mcp_supervisor.worker")
 
 MAX_TOOL_PAGES: Final = 1000  # a paginator that never ends cannot hang start-up
+RELIST_TIMEOUT: Final = 30.0  # seconds for listing the tools again after a change
+LISTEN_RETRY_INITIAL: Final = 1.0  # seconds before listening again for tool changes, doubling...
+LISTEN_RETRY_MAX: Final = 30.0  # ...up to this
 EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's exit being noticed
 
 
@@ -142,6 +148,7 @@ class Worker:
         self.server: StdioServer | None = None  # for stdio servers: the process
         self.http = HttpTrouble()  # for remote servers: the last HTTP error status
         self.requests = ServerRequests(boot.spec)  # what the server asks of us: roots, input, sampling
+        self._relist = trio.Event()  # set when the server's tools may have changed
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
         self._scope = trio.CancelScope()
 
@@ -184,7 +191,9 @@ class Worker:
                     self.client = client
                     server_pid = self.server.pid if self.server is not None else None
                     self._send(Ready(tools=tools, server_pid=server_pid, server_name=_server_name(client)))
-                    await self._keep_alive(client)
+                    async with trio.open_nursery() as session_tasks:
+                        session_tasks.start_soon(self._follow_tools, client, tools, session_tasks)
+                        await self._keep_alive(client)
             except* (
                 OSError,
                 MCPError,
@@ -199,11 +208,54 @@ class Worker:
         return self.exit_code
 
     async def _on_message(self, message: object) -> None:
-        """The session's messages outside requests: transport failures are kept to explain what follows."""
-        if isinstance(message, Exception):
+        """The session's messages outside requests: a tool list change (handshake-era servers notify
+        this way); transport failures, kept to explain what follows."""
+        if isinstance(message, ToolListChangedNotification):
+            self._relist.set()
+        elif isinstance(message, Exception):
             self.http.note(message)
             log.debug("transport: %s: %s", type(message).__name__, message)
         await trio.lowlevel.checkpoint()
+
+    async def _follow_tools(self, client: Client, tools: list[WorkerTool], nursery: trio.Nursery) -> None:
+        """List the tools again when the server says they changed, or every ``refreshInterval``;
+        tell the supervisor when they did."""
+        capability = client.server_capabilities.tools
+        if capability is not None and capability.list_changed:
+            nursery.start_soon(self._listen_for_tool_changes, client)
+        refresh = self.boot.spec.refresh_interval or math.inf
+        while True:
+            with trio.move_on_after(refresh):
+                await self._relist.wait()
+            self._relist = trio.Event()  # a change noticed while listing lists again
+            try:
+                with trio.fail_after(RELIST_TIMEOUT):
+                    listed = await _list_all_tools(client)
+            except (trio.TooSlowError, MCPError, ValidationError, httpx2.HTTPError) as exc:
+                log.warning("listing the tools again failed: %s", exc or "timed out")
+                continue
+            if listed != tools:
+                tools = listed
+                self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
+                self._send(ToolsChanged(tools=tools))
+
+    async def _listen_for_tool_changes(self, client: Client) -> None:
+        """2026-07-28 servers send changes only on a ``subscriptions/listen`` stream: keep one open."""
+        delay = LISTEN_RETRY_INITIAL
+        while True:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    delay = LISTEN_RETRY_INITIAL
+                    async for _ in subscription:
+                        self._relist.set()
+                return  # the server closed the stream in order: it will send no more
+            except ListenNotSupportedError:
+                return  # a handshake-era session: changes come as notifications (_on_message)
+            except (SubscriptionLost, MCPError, TimeoutError) as exc:
+                log.warning("tool change subscription lost (%s); listening again in %g s", exc, delay)
+                self._relist.set()  # there is no replay: what changed meanwhile is listed again
+            await trio.sleep(delay)
+            delay = min(2 * delay, LISTEN_RETRY_MAX)
 
     async def _report_spawn(self, server: StdioServer) -> None:
         await server.spawned.wait()
@@ -354,7 +406,7 @@ class Worker:
     def _fail(self, call: int, code: str, message: str) -> None:
         self._send(InvokeFailed(call=call, code=code, message=message))
 
-    def _send(self, event: Started | Ready | InvokeResult | InvokeFailed) -> None:
+    def _send(self, event: Started | Ready | InvokeResult | InvokeFailed | ToolsChanged) -> None:
         self.link.send_nowait([encode(event)])
 
 

@@ -96,7 +96,7 @@ def test_lookup_of_unknown_name_is_none() -> None:
 def test_tool_info_keeps_original_name_server_and_metadata() -> None:
     registry = Registry()
     schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
-    (info,) = registry.replace(
+    (info,), _ = registry.replace(
         "srv",
         [
             tool(
@@ -121,7 +121,7 @@ def test_tool_info_keeps_original_name_server_and_metadata() -> None:
 
 def test_replace_returns_the_entries_it_registered() -> None:
     registry = Registry()
-    infos = registry.replace("s", [tool("a"), tool("b", "bad")])
+    infos, _ = registry.replace("s", [tool("a"), tool("b", "bad")])
     assert [i.name for i in infos] == ["mcp_s_a"]
 
 
@@ -188,20 +188,36 @@ def test_remove_of_unknown_server_is_a_no_op() -> None:
     assert names(registry) == ["mcp_a_x"]
 
 
-def test_version_grows_on_every_change() -> None:
+def test_version_grows_by_one_on_every_change_and_only_then() -> None:
     registry = Registry()
-    seen = [registry.version]
+    assert registry.version == 0
     registry.replace("a", [tool("x")])
-    seen.append(registry.version)
     registry.replace("b", [tool("y")])
-    seen.append(registry.version)
-    registry.replace("a", [tool("x")])  # same tools again still counts as a change
-    seen.append(registry.version)
+    assert registry.version == 2
+    _, diff = registry.replace("a", [tool("x")])  # the same tools again: nothing changed
+    assert diff is None and registry.version == 2
     registry.remove("a")
-    seen.append(registry.version)
     registry.replace("b", [])
-    seen.append(registry.version)
-    assert seen == sorted(set(seen)), seen
+    assert registry.version == 4
+    assert registry.remove("a") is None and registry.version == 4
+
+
+def test_diffs_name_added_removed_and_changed_tools() -> None:
+    registry = Registry()
+    _, diff = registry.replace("s", [tool("keep"), tool("drop"), tool("edit")])
+    assert diff is not None and [info.name for info in diff.added] == [
+        "mcp_s_keep",
+        "mcp_s_drop",
+        "mcp_s_edit",
+    ]
+    edited = WorkerTool(name="edit", description="new words", input_schema={"type": "object"})
+    _, diff = registry.replace("s", [tool("keep"), edited, tool("new")])
+    assert diff is not None
+    assert [info.name for info in diff.added] == ["mcp_s_new"]
+    assert diff.removed == ["mcp_s_drop"]
+    assert [(info.name, info.description) for info in diff.changed] == [("mcp_s_edit", "new words")]
+    diff = registry.remove("s")
+    assert diff is not None and sorted(diff.removed) == ["mcp_s_edit", "mcp_s_keep", "mcp_s_new"]
 
 
 def test_tools_listing_reflects_changes_after_being_read() -> None:
@@ -394,7 +410,7 @@ def test_invalid_input_schema_is_left_out_with_a_warning_naming_server_and_tool(
     caplog_registry: pytest.LogCaptureFixture, schema: Any, why: str
 ) -> None:
     registry = Registry()
-    infos = registry.replace("srv", [tool("good"), tool("broken", schema)])
+    infos, _ = registry.replace("srv", [tool("good"), tool("broken", schema)])
     assert [i.original_name for i in infos] == ["good"]
     assert registry.lookup("mcp_srv_broken") is None
     assert registry.lookup("mcp_srv_good") == Route("srv", "good")
