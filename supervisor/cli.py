@@ -25,6 +25,7 @@ from supervisor.client import SupervisorClient
 from supervisor.config import ConfigError, load_config
 from supervisor.errors import SupervisorError, SupervisorUnreachableError
 from supervisor.paths import ENDPOINT_ENV, ensure_runtime_dir, ipc_path, resolve_endpoint, runtime_dir
+from supervisor.protocol import RegistryChanged, StateChanged
 
 if TYPE_CHECKING:
     from supervisor.core import Supervisor
@@ -198,6 +199,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_events(args: argparse.Namespace) -> int:
+    """Print registry and state events as they come, until interrupted (or ``--count`` of them)."""
+    seen = 0
+    with SupervisorClient(args.endpoint) as sup, sup.watch() as events:
+        if not args.json:
+            print(f"watching {events.endpoint} (Ctrl-C to stop)", file=sys.stderr)
+        for event in events:
+            if args.json:
+                print(json.dumps({"event": type(event).__name__, **msgspec.to_builtins(event)}), flush=True)
+            else:
+                print(_describe(event), flush=True)
+            seen += 1
+            if args.count and seen >= args.count:
+                break
+    return 0
+
+
+def _describe(event: RegistryChanged | StateChanged) -> str:
+    if isinstance(event, StateChanged):
+        error = (
+            f" ({event.last_error})" if event.last_error and event.state in ("failed", "restarting") else ""
+        )
+        return f"state    {event.server}: {event.previous} -> {event.state}{error}"
+    parts = [f"+{info.name}" for info in event.added] + [f"-{name}" for name in event.removed]
+    parts += [f"~{info.name}" for info in event.changed]
+    return f"registry {event.server}: {' '.join(parts)} (version {event.version})"
+
+
 def cmd_operate(args: argparse.Namespace) -> int:
     """restart / stop / start SERVER."""
     with SupervisorClient(args.endpoint) as sup:
@@ -269,6 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[common], help="one row per server")
     status.add_argument("--json", action="store_true", help="a JSON array instead of a table")
     status.set_defaults(func=cmd_status)
+
+    events = sub.add_parser(
+        "events",
+        parents=[common],
+        help="print registry changes (tools added, removed, changed) and server state changes as they happen",
+    )
+    events.add_argument("--json", action="store_true", help="one JSON object per line")
+    events.add_argument("--count", type=int, default=0, help="exit after this many events (default: never)")
+    events.set_defaults(func=cmd_events)
 
     for name, text in (
         ("restart", "restart one server's worker (also starts a stopped or failed one); counters reset"),

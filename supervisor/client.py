@@ -35,6 +35,7 @@ import zmq
 
 from supervisor._zmq import MAX_MESSAGE_SIZE, fd_of, readable
 from supervisor.errors import SupervisorError, SupervisorUnreachableError, ToolExecutionError, error_for
+from supervisor.events import AsyncEventWatch, EventWatch, ToolCache
 from supervisor.paths import ipc_path, resolve_endpoint
 from supervisor.protocol import (
     CallResult,
@@ -170,7 +171,28 @@ class SupervisorClient:
         self._ctx.destroy(linger=0)
 
     def list_tools(self) -> list[ToolInfo]:
-        return _expect(self._request(ListTools(id=next(self._ids))), ToolList).tools
+        return self.tool_list().tools
+
+    def tool_list(self) -> ToolList:
+        """The tools with the registry's ``version`` (it grows by one with each change)."""
+        return _expect(self._request(ListTools(id=next(self._ids))), ToolList)
+
+    def events_endpoint(self) -> str:
+        """Where the supervisor publishes its events."""
+        return _expect(self._request(GetStatus(id=next(self._ids))), StatusReply).events
+
+    def watch(self) -> EventWatch:
+        """A subscription to registry and state events: ``with sup.watch() as events: for e in events``."""
+        return EventWatch(self.events_endpoint())
+
+    def tool_cache(self) -> ToolCache:
+        """The tool list, kept current by the supervisor's events: ``cache.tools()`` never asks it."""
+
+        def listing() -> tuple[list[ToolInfo], int]:
+            reply = self.tool_list()
+            return reply.tools, reply.version
+
+        return ToolCache(self.events_endpoint(), listing)
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in self.list_tools()]
@@ -272,7 +294,16 @@ class AsyncSupervisorClient:
             self._ctx.destroy(linger=0)
 
     async def list_tools(self) -> list[ToolInfo]:
-        return _expect(await self._request(ListTools(id=next(self._ids))), ToolList).tools
+        return (await self.tool_list()).tools
+
+    async def tool_list(self) -> ToolList:
+        """The tools with the registry's ``version`` (it grows by one with each change)."""
+        return _expect(await self._request(ListTools(id=next(self._ids))), ToolList)
+
+    async def watch(self) -> AsyncEventWatch:
+        """A subscription to registry and state events: ``async with await sup.watch() as events``."""
+        reply = _expect(await self._request(GetStatus(id=next(self._ids))), StatusReply)
+        return AsyncEventWatch(reply.events)
 
     async def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in await self.list_tools()]

@@ -53,6 +53,7 @@ from supervisor.protocol import (
     Ping,
     Ready,
     RegistryChanged,
+    RegistryVersion,
     Restart,
     Start,
     Started,
@@ -71,6 +72,7 @@ from supervisor.registry import Diff, Registry, sanitize
 
 __all__ = ["Supervisor"]
 
+BEACON_INTERVAL: Final = 1.0  # seconds between RegistryVersion events
 log = logging.getLogger("mcp_supervisor")
 
 DEADLINE_MARGIN: Final = 0.5  # seconds past a call's budget before the supervisor answers TIMEOUT itself
@@ -137,6 +139,7 @@ class Supervisor:
                 nursery.start_soon(self._serve_front, self._front)
                 nursery.start_soon(self._serve_link, self._link)
                 nursery.start_soon(self._expire_deadlines)
+                nursery.start_soon(self._beacon)
                 nursery.start_soon(reap_on_sigchld, self._worker_pids)
                 log.info("listening on %s with %d servers", self.endpoint, len(self.keepers))
                 task_status.started()
@@ -195,6 +198,12 @@ class Supervisor:
         if diff is not None:
             version = self.registry.version
             self._publish(RegistryChanged(version=version, server=server, **dataclasses.asdict(diff)))
+
+    async def _beacon(self) -> None:
+        """The registry's version every second: a subscriber that missed a change notices."""
+        while True:
+            self._publish(RegistryVersion(version=self.registry.version))
+            await trio.sleep(BEACON_INTERVAL)
 
     def _publish(self, event: Event) -> None:
         """Fire and forget: a subscriber too slow to keep up loses events (it sees a version gap)."""

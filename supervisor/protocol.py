@@ -46,6 +46,7 @@ __all__ = [
     "Ping",
     "Ready",
     "RegistryChanged",
+    "RegistryVersion",
     "Restart",
     "ServerStatus",
     "Start",
@@ -302,8 +303,14 @@ class StateChanged(_Message):
     last_error: str | None = None
 
 
-Event = RegistryChanged | StateChanged
-EVENT_TOPICS: Final = {RegistryChanged: b"registry", StateChanged: b"state"}
+class RegistryVersion(_Message):
+    """Published every second (topic ``version``): the registry's version, for subscribers to check."""
+
+    version: int
+
+
+Event = RegistryChanged | StateChanged | RegistryVersion
+EVENT_TOPICS: Final = {RegistryChanged: b"registry", StateChanged: b"state", RegistryVersion: b"version"}
 
 # ------------------------------------------------------------------- codecs
 
@@ -314,7 +321,7 @@ _front_request = msgspec.msgpack.Decoder(FrontRequest)
 _front_reply = msgspec.msgpack.Decoder(FrontReply)
 _worker_command = msgspec.msgpack.Decoder(WorkerCommand)
 _worker_event = msgspec.msgpack.Decoder(WorkerEvent)
-_event = msgspec.msgpack.Decoder(Event)
+_event: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
 decode_front_request = _front_request.decode
 decode_front_reply = _front_reply.decode
 decode_worker_command = _worker_command.decode
