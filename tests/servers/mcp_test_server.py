@@ -36,6 +36,9 @@ Tools:
                              -> writes ``lines`` non-JSON lines and, when ``huge_bytes`` > 0, one line of
                                 ``huge_bytes`` bytes plus its newline to the protocol stdout (between two
                                 JSON-RPC messages, never inside one), then returns "garbage sent"
+    change_tools {add=[], remove=[]}
+                             -> adds echo tools with the given names and removes the named tools, then
+                                publishes tools/list_changed to ``subscriptions/listen`` streams
     ask {message, schema}    -> asks the client for input (an elicitation, form mode, with ``schema``
                                 as the requested schema) the 2026-07-28 way: an "input required"
                                 result, answered by the client's retry; returns {action, content}
@@ -58,6 +61,7 @@ Environment:
                               stdin closes, write PARKED_LINE ("stdin closed; staying alive ...") to
                               stderr and sleep forever with stdout still open: only SIGKILL stops it
     TEST_SERVER_NAME          server name reported to clients (default "mcp-test-server")
+    TEST_SERVER_SILENT_CHANGES  "1": no ``subscriptions/listen``, so tool changes are never announced
     TEST_SERVER_REQUIRE_TOKEN (--http/--sse) the bearer token every request must carry, else 401
     TEST_SERVER_HTTP_STATUS   (--http/--sse) answer every request with this HTTP status
 """
@@ -84,6 +88,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
@@ -200,6 +205,10 @@ def _mark(tag: str, suffix: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(f"{os.getpid()}\n")
     os.replace(tmp, target)
+
+
+async def _change_tools(args: dict[str, Any]) -> types.CallToolResult:
+    raise AssertionError("change_tools changes the server's own tool table: see build_server")
 
 
 async def _ask(args: dict[str, Any]) -> types.CallToolResult:
@@ -430,6 +439,17 @@ def build_tools(extra: int) -> list[tuple[types.Tool, ToolFn]]:
         (tool("hang", "Block the server's event loop for an hour.", _schema({})), _hang),
         (
             tool(
+                "change_tools",
+                "Add echo tools and remove tools, then notify list_changed.",
+                _schema(
+                    {"add": {"type": "array", "items": STRING}, "remove": {"type": "array", "items": STRING}},
+                    [],
+                ),
+            ),
+            _change_tools,
+        ),
+        (
+            tool(
                 "ask",
                 "Ask the client for input (elicitation) with the given form schema.",
                 _schema({"message": STRING, "schema": {"type": "object"}}),
@@ -473,14 +493,38 @@ def build_server() -> Server[Any]:
         try:
             if fn is _ask:
                 return _ask_client(params)
+            if fn is _change_tools:
+                return await change_tools(params.arguments or {})
             return await fn(params.arguments or {})
         except (KeyError, TypeError, ValueError) as exc:
             raise MCPError(
                 code=types.INVALID_PARAMS, message=f"Invalid arguments for {params.name}: {exc!r}"
             ) from exc
 
+    bus = InMemorySubscriptionBus()
+
+    async def change_tools(args: dict[str, Any]) -> types.CallToolResult:
+        """Add echo tools and remove tools by name, then tell listening clients."""
+        for added in args.get("add", []):
+            added_tool = types.Tool(
+                name=added, description="Added while running.", input_schema=_schema({"text": STRING})
+            )
+            tools.append((added_tool, _echo))
+            by_name[added] = _echo
+        for removed in args.get("remove", []):
+            tools[:] = [(t, fn) for t, fn in tools if t.name != removed]
+            by_name.pop(removed, None)
+        await bus.publish(ToolsListChanged())
+        return _text(f"{len(tools)} tools")
+
     name = os.environ.get("TEST_SERVER_NAME") or "mcp-test-server"
-    return Server(name, version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        name,
+        version="0.1.0",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=None if _env_flag("TEST_SERVER_SILENT_CHANGES") else ListenHandler(bus),
+    )
 
 
 async def main() -> None:

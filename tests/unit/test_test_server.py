@@ -27,6 +27,7 @@ SERVER = Path(__file__).resolve().parents[1] / "servers" / "mcp_test_server.py"
 BASE_TOOLS = {
     "echo",
     "ask",
+    "change_tools",
     "add",
     "slow",
     "crash",
