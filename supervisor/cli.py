@@ -235,6 +235,80 @@ def cmd_operate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resources(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        resources = sup.list_resources(args.server, timeout=args.timeout)
+    if args.json:
+        _print_json([msgspec.to_builtins(resource) for resource in resources])
+    else:
+        rows = [
+            (r.server, r.uri, r.name, r.mime_type or "-", _first_line(r.description, 50)) for r in resources
+        ]
+        _print_table(("SERVER", "URI", "NAME", "MIME", "DESCRIPTION"), rows)
+    return 0
+
+
+def cmd_resource_templates(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        templates = sup.list_resource_templates(args.server, timeout=args.timeout)
+    if args.json:
+        _print_json([msgspec.to_builtins(template) for template in templates])
+    else:
+        rows = [(t.server, t.uri_template, t.name, _first_line(t.description, 50)) for t in templates]
+        _print_table(("SERVER", "URI_TEMPLATE", "NAME", "DESCRIPTION"), rows)
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        result = sup.read_resource(args.server, args.uri, timeout=args.timeout)
+    if args.json:
+        _print_json(msgspec.to_builtins(result))
+    else:
+        print(result.text)
+    return 0
+
+
+def cmd_prompts(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        prompts = sup.list_prompts(args.server, timeout=args.timeout)
+    if args.json:
+        _print_json([msgspec.to_builtins(prompt) for prompt in prompts])
+    else:
+        rows = [
+            (p.name, p.server, _prompt_arguments(p.arguments) or "-", _first_line(p.description, 50))
+            for p in prompts
+        ]
+        _print_table(("PROMPT", "SERVER", "ARGUMENTS", "DESCRIPTION"), rows)
+    return 0
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    try:
+        arguments = json.loads(args.arguments)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"ARGS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
+    if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+        raise CliError('ARGS_JSON must be a JSON object of strings, e.g. \'{"city": "Paris"}\'', EXIT_USAGE)
+    with SupervisorClient(args.endpoint) as sup:
+        result = sup.get_prompt(args.name, arguments, server=args.server, timeout=args.timeout)
+    if args.json:
+        _print_json(msgspec.to_builtins(result))
+    else:
+        print(result.text)
+    return 0
+
+
+def _prompt_arguments(arguments: list[dict[str, Any]]) -> str:
+    """``city, [state]``: optional arguments in brackets."""
+    names = [str(a.get("name", "")) if a.get("required") else f"[{a.get('name', '')}]" for a in arguments]
+    return ", ".join(names)
+
+
+def _first_line(text: str, width: int) -> str:
+    return (text.strip().splitlines() or [""])[0][:width]
+
+
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
@@ -307,6 +381,53 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.add_argument("--count", type=int, default=0, help="exit after this many events (default: never)")
     events.set_defaults(func=cmd_events)
+    listings: tuple[tuple[str, Callable[[argparse.Namespace], int], str], ...] = (
+        ("resources", cmd_resources, "list resources (of every ready server, or of SERVER)"),
+        ("resource-templates", cmd_resource_templates, "list resource templates (URIs to read with 'read')"),
+        ("prompts", cmd_prompts, "list prompts under their prefixed names (mcp_{server}_{prompt})"),
+    )
+    for name, func, text in listings:
+        listing = sub.add_parser(
+            name,
+            parents=[common],
+            help=text,
+            description=f"{text[0].upper()}{text[1:]}. Without SERVER, every ready server is asked and each "
+            "entry names its server; a server that does not answer in time is left out with a warning.",
+        )
+        listing.add_argument("server", nargs="?", metavar="SERVER", help="only this server")
+        listing.add_argument("--timeout", type=float, help="seconds per server (default: its toolTimeout)")
+        listing.add_argument("--json", action="store_true", help="a JSON array instead of a table")
+        listing.set_defaults(func=func)
+
+    read = sub.add_parser(
+        "read",
+        parents=[common],
+        help="read a resource of a server and print its text",
+        description="Read a resource: resources are addressed by their server and their URI (as "
+        "'resources' lists them, or a URI that fits one of 'resource-templates'). Text contents are "
+        "printed as they are, binary ones as a [blob URI MIME, N bytes] line (--json has the base64).",
+    )
+    read.add_argument("server", metavar="SERVER", help="the server's name in the config")
+    read.add_argument("uri", metavar="URI", help="the resource's URI, e.g. file:///notes/todo.md")
+    read.add_argument("--timeout", type=float, help="seconds (default: the server's toolTimeout)")
+    read.add_argument("--json", action="store_true", help="print every content item as JSON")
+    read.set_defaults(func=cmd_read)
+
+    prompt = sub.add_parser(
+        "prompt",
+        parents=[common],
+        help="get a prompt with its arguments and print its messages",
+        description="Get a prompt by its prefixed name (as 'prompts' lists it), or by the server's own "
+        "name with --server. Prints one 'role: text' line per message.",
+    )
+    prompt.add_argument("name", metavar="NAME", help="e.g. mcp_files_summarize (or summarize --server files)")
+    prompt.add_argument(
+        "arguments", nargs="?", default="{}", metavar="ARGS_JSON", help="a JSON object of strings"
+    )
+    prompt.add_argument("--server", help="NAME is this server's own prompt name, not a prefixed one")
+    prompt.add_argument("--timeout", type=float, help="seconds (default: the server's toolTimeout)")
+    prompt.add_argument("--json", action="store_true", help="print the description and messages as JSON")
+    prompt.set_defaults(func=cmd_prompt)
 
     for name, text in (
         ("restart", "restart one server's worker (also starts a stopped or failed one); counters reset"),

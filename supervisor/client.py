@@ -21,9 +21,10 @@ Example::
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from time import monotonic
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
@@ -44,9 +45,20 @@ from supervisor.protocol import (
     ErrorReply,
     FrontReply,
     FrontRequest,
+    GetPrompt,
     GetStatus,
+    Listing,
+    ListPrompts,
+    ListResources,
+    ListResourceTemplates,
     ListTools,
     Ping,
+    PromptInfo,
+    PromptResult,
+    ReadResource,
+    ResourceInfo,
+    ResourceResult,
+    ResourceTemplateInfo,
     Restart,
     ServerStatus,
     Start,
@@ -61,12 +73,19 @@ from supervisor.protocol import (
 
 __all__ = [
     "AsyncSupervisorClient",
+    "PromptInfo",
+    "PromptResult",
+    "ResourceInfo",
+    "ResourceResult",
+    "ResourceTemplateInfo",
     "ServerStatus",
     "SupervisorClient",
     "ToolInfo",
     "ToolResult",
     "openai_tool",
 ]
+
+log = logging.getLogger("mcp_supervisor.client")
 
 REQUEST_TIMEOUT: Final = 10.0  # seconds to wait for an answer to list/status/restart/ping
 CALL_WAIT_WITHOUT_TIMEOUT: Final = (
@@ -76,6 +95,11 @@ REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client
 
 _decode_result = msgspec.msgpack.Decoder(ToolResult).decode
 _encode_arguments = msgspec.msgpack.Encoder().encode
+_decode_resources = msgspec.msgpack.Decoder(list[ResourceInfo]).decode
+_decode_templates = msgspec.msgpack.Decoder(list[ResourceTemplateInfo]).decode
+_decode_prompts = msgspec.msgpack.Decoder(list[PromptInfo]).decode
+_decode_resource = msgspec.msgpack.Decoder(ResourceResult).decode
+_decode_prompt = msgspec.msgpack.Decoder(PromptResult).decode
 
 
 def openai_tool(tool: ToolInfo) -> dict[str, Any]:
@@ -113,6 +137,31 @@ def _call_request(id: int, name: str, arguments: Mapping[str, Any] | None, timeo
     )
 
 
+def _check_timeout(timeout: float | None) -> float | None:
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return timeout
+
+
+def _prompt_request(
+    id: int, name: str, arguments: Mapping[str, str] | None, server: str | None, timeout: float | None
+) -> GetPrompt:
+    raw = msgspec.Raw(_encode_arguments(arguments or {}))
+    return GetPrompt(id=id, name=name, arguments=raw, server=server, timeout=_check_timeout(timeout))
+
+
+def _entries(reply: FrontReply, decode: Callable[[bytes], list[_E]]) -> list[_E]:
+    """Every server's entries of a ``Listing``; a server that did not answer is logged and left out."""
+    listing = _expect(reply, Listing)
+    for failure in listing.failures:
+        log.warning("left out of the listing: %s: %s", failure.code, failure.message)
+    return [entry for part in listing.parts for entry in decode(part)]
+
+
+def _fetched(reply: FrontReply, decode: Callable[[bytes], _R]) -> _R:
+    return decode(_expect(reply, CallResult).result)
+
+
 def _call_wait(timeout: float | None) -> float:
     return (CALL_WAIT_WITHOUT_TIMEOUT if timeout is None else timeout) + REPLY_MARGIN
 
@@ -134,6 +183,8 @@ def _checked(reply: FrontReply) -> FrontReply:
 
 
 _T = TypeVar("_T")
+_E = TypeVar("_E", ResourceInfo, ResourceTemplateInfo, PromptInfo)
+_R = TypeVar("_R", ResourceResult, PromptResult)
 
 
 def _expect(reply: FrontReply, kind: type[_T]) -> _T:
@@ -212,6 +263,42 @@ class SupervisorClient:
         """
         request = _call_request(next(self._ids), name, arguments, timeout)
         return _result(self._request(request, _call_wait(timeout)), name, raise_on_error)
+
+    def list_resources(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[ResourceInfo]:
+        """Resources of ``server``, or of every ready server (one that fails is logged and left out)."""
+        request = ListResources(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return _entries(self._request(request, _call_wait(timeout)), _decode_resources)
+
+    def list_resource_templates(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[ResourceTemplateInfo]:
+        """Resource templates of ``server``, or of every ready server."""
+        request = ListResourceTemplates(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return _entries(self._request(request, _call_wait(timeout)), _decode_templates)
+
+    def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> ResourceResult:
+        """Read ``uri`` from ``server``; ``timeout`` (seconds) defaults to the server's ``toolTimeout``."""
+        request = ReadResource(id=next(self._ids), server=server, uri=uri, timeout=_check_timeout(timeout))
+        return _fetched(self._request(request, _call_wait(timeout)), _decode_resource)
+
+    def list_prompts(self, server: str | None = None, *, timeout: float | None = None) -> list[PromptInfo]:
+        """Prompts of ``server``, or of every ready server, under their prefixed names."""
+        request = ListPrompts(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return _entries(self._request(request, _call_wait(timeout)), _decode_prompts)
+
+    def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+    ) -> PromptResult:
+        """Get a prompt by its prefixed name, or by the server's own name with ``server``."""
+        request = _prompt_request(next(self._ids), name, arguments, server, timeout)
+        return _fetched(self._request(request, _call_wait(timeout)), _decode_prompt)
 
     def status(self) -> list[ServerStatus]:
         return _expect(self._request(GetStatus(id=next(self._ids))), StatusReply).servers
@@ -319,6 +406,40 @@ class AsyncSupervisorClient:
         """As ``SupervisorClient.call_tool``."""
         request = _call_request(next(self._ids), name, arguments, timeout)
         return _result(await self._request(request, _call_wait(timeout)), name, raise_on_error)
+
+    async def list_resources(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[ResourceInfo]:
+        """As ``SupervisorClient.list_resources``."""
+        request = ListResources(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return _entries(await self._request(request, _call_wait(timeout)), _decode_resources)
+
+    async def list_resource_templates(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[ResourceTemplateInfo]:
+        request = ListResourceTemplates(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return _entries(await self._request(request, _call_wait(timeout)), _decode_templates)
+
+    async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> ResourceResult:
+        request = ReadResource(id=next(self._ids), server=server, uri=uri, timeout=_check_timeout(timeout))
+        return _fetched(await self._request(request, _call_wait(timeout)), _decode_resource)
+
+    async def list_prompts(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[PromptInfo]:
+        request = ListPrompts(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return _entries(await self._request(request, _call_wait(timeout)), _decode_prompts)
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+    ) -> PromptResult:
+        request = _prompt_request(next(self._ids), name, arguments, server, timeout)
+        return _fetched(await self._request(request, _call_wait(timeout)), _decode_prompt)
 
     async def status(self) -> list[ServerStatus]:
         return _expect(await self._request(GetStatus(id=next(self._ids))), StatusReply).servers

@@ -23,7 +23,7 @@ import heapq
 import logging
 import math
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
@@ -43,18 +43,27 @@ from supervisor.protocol import (
     ErrorCode,
     ErrorReply,
     Event,
+    Fetch,
+    FetchMethod,
     FrontReply,
+    GetPrompt,
     GetStatus,
     Heartbeat,
     Invoke,
     InvokeFailed,
     InvokeResult,
+    Listing,
+    ListPrompts,
+    ListResources,
+    ListResourceTemplates,
     ListTools,
     Ping,
+    ReadResource,
     Ready,
     RegistryChanged,
     RegistryVersion,
     Restart,
+    ServerFailure,
     Start,
     Started,
     StateChanged,
@@ -68,7 +77,7 @@ from supervisor.protocol import (
     decode_worker_event,
     encode,
 )
-from supervisor.registry import Diff, Registry, sanitize
+from supervisor.registry import Diff, Registry, sanitize, server_of
 
 __all__ = ["Supervisor"]
 
@@ -79,11 +88,32 @@ DEADLINE_MARGIN: Final = 0.5  # seconds past a call's budget before the supervis
 
 
 @dataclass(slots=True)
+class Gather:
+    """A listing sent to several workers: one reply once every one has answered (or failed)."""
+
+    caller: bytes
+    id: int
+    named: bool  # the caller named one server: its failure is the reply
+    waiting: int
+    parts: dict[str, msgspec.Raw] = field(default_factory=dict)  # server -> its encoded entries
+    failures: list[ServerFailure] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class Pending:
     caller: bytes  # the front routing id
     id: int  # the caller's request id
     keeper: Keeper
     tool: str
+    what: str = ""  # for resources and prompts requests: what was asked
+    gather: Gather | None = None  # for listings: where the answer goes
+
+
+_LIST_METHODS: Final[dict[type, FetchMethod]] = {
+    ListResources: "resources/list",
+    ListResourceTemplates: "resources/templates/list",
+    ListPrompts: "prompts/list",
+}
 
 
 class Supervisor:
@@ -221,7 +251,7 @@ class Supervisor:
         for call in calls:
             pending = self._pending.pop(call, None)
             if pending is not None:
-                self._reply(pending.caller, ErrorReply(id=pending.id, code=code, message=reason))
+                self._answer_error(pending, code, reason)
         self._check_idle()
 
     # ---------------------------------------------------------- front link
@@ -257,6 +287,12 @@ class Supervisor:
                         self._operate(caller, request, id, server)
                     case Ping(id=id):
                         self._reply(caller, Done(id=id))
+                    case ListResources() | ListResourceTemplates() | ListPrompts():
+                        self._list(caller, request)
+                    case ReadResource():
+                        self._read(caller, request)
+                    case GetPrompt():
+                        self._get_prompt(caller, request)
 
     def _call(self, caller: bytes, request: CallTool) -> None:
         if self._draining:
@@ -292,6 +328,135 @@ class Supervisor:
         heapq.heappush(self._deadlines, (deadline, call))
         if self._timer is not None and deadline < self._timer.deadline:
             self._timer.deadline = deadline
+
+    # ------------------------------------------------- resources and prompts
+
+    def _list(self, caller: bytes, request: ListResources | ListResourceTemplates | ListPrompts) -> None:
+        """One server's listing, or every ready server's, gathered into one ``Listing``."""
+        if not self._accepting(caller, request.id, request.timeout):
+            return
+        if request.server is None:
+            keepers = [k for k in self.keepers.values() if k.state == "ready" and k.identity is not None]
+        else:
+            keeper = self._ready_keeper(caller, request.id, request.server)
+            if keeper is None:
+                return
+            keepers = [keeper]
+        gather = Gather(caller, request.id, named=request.server is not None, waiting=len(keepers))
+        method = _LIST_METHODS[type(request)]
+        for keeper in keepers:
+            self._fetch(caller, request.id, keeper, request.timeout, method, gather=gather)
+        if not keepers:
+            self._reply(caller, Listing(id=request.id))
+
+    def _read(self, caller: bytes, request: ReadResource) -> None:
+        if self._accepting(caller, request.id, request.timeout):
+            keeper = self._ready_keeper(caller, request.id, request.server)
+            if keeper is not None:
+                self._fetch(caller, request.id, keeper, request.timeout, "resources/read", target=request.uri)
+
+    def _get_prompt(self, caller: bytes, request: GetPrompt) -> None:
+        """By the server's own prompt name when the caller names the server, else by the prefixed name."""
+        if not self._accepting(caller, request.id, request.timeout):
+            return
+        server = request.server
+        if server is None:
+            server = server_of(request.name, self.keepers)
+            if server is None:
+                message = f"no prompt named {request.name!r} (prompts are named mcp_{{server}}_{{prompt}})"
+                self._error(caller, request.id, "UNKNOWN_TOOL", message)
+                return
+        keeper = self._ready_keeper(caller, request.id, server)
+        if keeper is not None:
+            self._fetch(
+                caller,
+                request.id,
+                keeper,
+                request.timeout,
+                "prompts/get",
+                target=request.name,
+                prefixed=request.server is None,
+                arguments=request.arguments,
+            )
+
+    def _accepting(self, caller: bytes, id: int, timeout: float | None) -> bool:
+        """False (and the caller answered) while draining, or for a timeout that is not a positive number."""
+        if self._draining:
+            self._error(caller, id, "UNAVAILABLE", "the supervisor is shutting down")
+            return False
+        if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+            self._error(caller, id, "BAD_REQUEST", f"timeout must be a positive number, not {timeout}")
+            return False
+        return True
+
+    def _ready_keeper(self, caller: bytes, id: int, server: str) -> Keeper | None:
+        """The keeper of a ready server, or None with the caller answered (unknown, or not ready)."""
+        keeper = self.keepers.get(server)
+        if keeper is None:
+            known = ", ".join(self.keepers) or "none"
+            self._error(caller, id, "UNKNOWN_TOOL", f"no server named {server!r} (servers: {known})")
+        elif keeper.state != "ready" or keeper.identity is None:
+            self._unavailable(caller, id, keeper)
+        else:
+            return keeper
+        return None
+
+    def _fetch(
+        self,
+        caller: bytes,
+        id: int,
+        keeper: Keeper,
+        timeout: float | None,
+        method: FetchMethod,
+        *,
+        target: str = "",
+        prefixed: bool = False,
+        arguments: msgspec.Raw | None = None,
+        gather: Gather | None = None,
+    ) -> None:
+        """Send one ``Fetch`` to a ready keeper's worker; answered as calls are (``_answer``)."""
+        assert keeper.identity is not None
+        budget = keeper.spec.tool_timeout if timeout is None else timeout
+        self._next_call += 1
+        call = self._next_call
+        what = f"{method} {target}".rstrip()
+        pending = Pending(caller, id, keeper, method, what, gather)
+        fetch = Fetch(call=call, method=method, budget=budget, target=target, prefixed=prefixed)
+        if arguments is not None:
+            fetch.arguments = arguments
+        try:
+            self._worker_send(keeper.identity, encode(fetch))
+        except Unroutable:
+            self._answer_error(pending, "UNAVAILABLE", f"server {keeper.name!r} is {keeper.state}")
+            return
+        self._pending[call] = pending
+        keeper.inflight.add(call)
+        deadline = trio.current_time() + budget + DEADLINE_MARGIN
+        heapq.heappush(self._deadlines, (deadline, call))
+        if self._timer is not None and deadline < self._timer.deadline:
+            self._timer.deadline = deadline
+
+    def _answer(self, pending: Pending, result: msgspec.Raw) -> None:
+        gather = pending.gather
+        if gather is None:
+            self._reply(pending.caller, CallResult(id=pending.id, result=result))
+        else:
+            gather.parts[pending.keeper.name] = result
+            self._gathered(gather)
+
+    def _answer_error(self, pending: Pending, code: str, message: str) -> None:
+        gather = pending.gather
+        if gather is None or gather.named:
+            self._error(pending.caller, pending.id, code, message)
+        else:
+            gather.failures.append(ServerFailure(server=pending.keeper.name, code=code, message=message))
+            self._gathered(gather)
+
+    def _gathered(self, gather: Gather) -> None:
+        gather.waiting -= 1
+        if gather.waiting == 0:
+            parts = [gather.parts[name] for name in self.keepers if name in gather.parts]  # config order
+            self._reply(gather.caller, Listing(id=gather.id, parts=parts, failures=gather.failures))
 
     def _owner_if_not_ready(self, name: str) -> Keeper | None:
         """The not-ready server whose prefix ``name`` carries, for a better error than UNKNOWN_TOOL."""
@@ -344,15 +509,13 @@ class Supervisor:
                     case InvokeResult(call=call, result=result):
                         pending = self._settle(call, keeper)
                         if pending is not None:
-                            self._reply(pending.caller, CallResult(id=pending.id, result=result))
+                            self._answer(pending, result)
                     case InvokeFailed(call=call, code=code, message=message):
                         pending = self._settle(call, keeper)
                         if pending is not None:
                             if code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS"):  # the caller's mistakes
                                 log.error("server %r: %s: %s", keeper.name, code, message)
-                            self._error(
-                                pending.caller, pending.id, code, f"server {keeper.name!r}: {message}"
-                            )
+                            self._answer_error(pending, code, f"server {keeper.name!r}: {message}")
                     case Started(server_pid=pid):
                         keeper.started(pid)
                     case Ready():
@@ -395,16 +558,10 @@ class Supervisor:
                 if pending is None:  # answered in time (call ids are never reused)
                     continue
                 self._settle(call, pending.keeper)
-                log.error(
-                    "server %r tool %r: worker gave no answer by the deadline",
-                    pending.keeper.name,
-                    pending.tool,
-                )
-                self._error(
-                    pending.caller,
-                    pending.id,
-                    "TIMEOUT",
-                    f"server {pending.keeper.name!r} did not answer tool {pending.tool!r} in time",
+                what = pending.what or f"tool {pending.tool!r}"
+                log.error("server %r %s: worker gave no answer by the deadline", pending.keeper.name, what)
+                self._answer_error(
+                    pending, "TIMEOUT", f"server {pending.keeper.name!r} did not answer {what} in time"
                 )
 
     # --------------------------------------------------------------- replies

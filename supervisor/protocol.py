@@ -35,19 +35,33 @@ __all__ = [
     "ErrorCode",
     "ErrorReply",
     "Event",
+    "Fetch",
+    "FetchMethod",
     "FrontReply",
     "FrontRequest",
+    "GetPrompt",
     "GetStatus",
     "Heartbeat",
     "Invoke",
     "InvokeFailed",
     "InvokeResult",
+    "ListPrompts",
+    "ListResourceTemplates",
+    "ListResources",
     "ListTools",
+    "Listing",
     "Ping",
+    "PromptInfo",
+    "PromptResult",
+    "ReadResource",
     "Ready",
     "RegistryChanged",
     "RegistryVersion",
+    "ResourceInfo",
+    "ResourceResult",
+    "ResourceTemplateInfo",
     "Restart",
+    "ServerFailure",
     "ServerStatus",
     "Start",
     "Started",
@@ -132,6 +146,72 @@ class WorkerTool(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     annotations: dict[str, Any] | None = None
 
 
+class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A resource as its server listed it; resources are addressed by ``server`` and ``uri``."""
+
+    server: str
+    uri: str
+    name: str = ""
+    title: str | None = None
+    description: str = ""
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class ResourceTemplateInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A resource template (an RFC 6570 ``uri_template``) as its server listed it."""
+
+    server: str
+    uri_template: str
+    name: str = ""
+    title: str | None = None
+    description: str = ""
+    mime_type: str | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class PromptInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A prompt under its prefixed name (``mcp_{server}_{prompt}``, as tools are named).
+
+    ``arguments`` are the server's ``PromptArgument`` objects in their JSON shape
+    (``name``, ``description``, ``required``, ``title``); their values are strings.
+    """
+
+    name: str
+    server: str
+    original_name: str
+    title: str | None = None
+    description: str = ""
+    arguments: list[dict[str, Any]] = []
+
+
+class ResourceResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What ``resources/read`` returned: every item of ``contents`` in its JSON shape
+    (``uri``, ``mimeType``, and ``text`` or base64 ``blob``); ``text`` joins the text items
+    (a blob shows as a ``[blob ...]`` line)."""
+
+    contents: list[dict[str, Any]] = []
+    text: str = ""
+
+
+class PromptResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What ``prompts/get`` returned: ``messages`` (``role`` and ``content``) in their JSON shape;
+    ``text`` renders them as ``role: text`` lines."""
+
+    description: str = ""
+    messages: list[dict[str, Any]] = []
+    text: str = ""
+
+
+class ServerFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """A server left out of an aggregated listing, and why (an error code and message)."""
+
+    server: str
+    code: str
+    message: str
+
+
 class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     """One row of ``status``."""
 
@@ -189,7 +269,62 @@ class Ping(_Message):
     id: int
 
 
-FrontRequest = ListTools | CallTool | GetStatus | Restart | Stop | Start | Ping
+class ListResources(_Message):
+    """List resources of ``server``, or of every ready server; ``timeout`` as for ``CallTool``."""
+
+    id: int
+    server: str | None = None
+    timeout: float | None = None
+
+
+class ListResourceTemplates(_Message):
+    id: int
+    server: str | None = None
+    timeout: float | None = None
+
+
+class ListPrompts(_Message):
+    id: int
+    server: str | None = None
+    timeout: float | None = None
+
+
+class ReadResource(_Message):
+    """Read ``uri`` from ``server``; answered with a ``CallResult`` holding a ``ResourceResult``."""
+
+    id: int
+    server: str
+    uri: str
+    timeout: float | None = None
+
+
+class GetPrompt(_Message):
+    """Get a prompt by its prefixed name, or by the server's own name when ``server`` is given.
+
+    Answered with a ``CallResult`` holding a ``PromptResult``; ``arguments`` is a msgpack map of strings.
+    """
+
+    id: int
+    name: str
+    arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
+    server: str | None = None
+    timeout: float | None = None
+
+
+FrontRequest = (
+    ListTools
+    | CallTool
+    | GetStatus
+    | Restart
+    | Stop
+    | Start
+    | Ping
+    | ListResources
+    | ListResourceTemplates
+    | ListPrompts
+    | ReadResource
+    | GetPrompt
+)
 
 # --------------------------------------------------------------- front replies
 
@@ -202,7 +337,9 @@ class ToolList(_Message):
 
 class CallResult(_Message):
     id: int
-    result: msgspec.Raw  # an encoded ToolResult, relayed untouched from the worker
+    result: (
+        msgspec.Raw
+    )  # an encoded ToolResult (ResourceResult, PromptResult), relayed untouched from the worker
 
 
 class StatusReply(_Message):
@@ -221,7 +358,17 @@ class ErrorReply(_Message):
     message: str
 
 
-FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply
+class Listing(_Message):
+    """The answer to a List* request: one part per server that answered, each an encoded
+    list of ``ResourceInfo``, ``ResourceTemplateInfo`` or ``PromptInfo`` relayed untouched;
+    ``failures`` names the ready servers that did not answer (aggregated listings only)."""
+
+    id: int
+    parts: list[msgspec.Raw] = []
+    failures: list[ServerFailure] = []
+
+
+FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Listing
 
 # ------------------------------------------------------------------ worker link
 
@@ -239,7 +386,28 @@ class Heartbeat(_Message):
     """Either direction: I am alive."""
 
 
-WorkerCommand = Invoke | Heartbeat
+FetchMethod = Literal[
+    "resources/list", "resources/templates/list", "prompts/list", "resources/read", "prompts/get"
+]
+
+
+class Fetch(_Message):
+    """Supervisor -> worker: one resources or prompts request within ``budget`` seconds.
+
+    ``target`` is the URI for ``resources/read`` and the prompt's name for ``prompts/get``
+    (its prefixed name when ``prefixed``). Answered like ``Invoke``: ``InvokeResult`` (an encoded
+    list of entries for the list methods, a ``ResourceResult`` or ``PromptResult``) or ``InvokeFailed``.
+    """
+
+    call: int
+    method: FetchMethod
+    budget: float
+    target: str = ""
+    prefixed: bool = False
+    arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}: the prompt's arguments
+
+
+WorkerCommand = Invoke | Heartbeat | Fetch
 
 
 class Ready(_Message):

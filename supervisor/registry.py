@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -23,7 +24,15 @@ import jsonschema.validators
 
 from supervisor.protocol import ToolInfo, WorkerTool
 
-__all__ = ["MAX_NAME_LENGTH", "Registry", "prefixed_name", "sanitize", "schema_problem"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "Registry",
+    "prefixed_name",
+    "prefixed_names",
+    "sanitize",
+    "schema_problem",
+    "server_of",
+]
 
 log = logging.getLogger("mcp_supervisor.registry")
 
@@ -44,6 +53,27 @@ def prefixed_name(server: str, tool: str) -> str:
 def _suffixed(base: str, server: str, tool: str, attempt: int) -> str:
     digest = hashlib.sha1(f"{server}\0{tool}\0{attempt}".encode()).hexdigest()[:8]
     return f"{base[: MAX_NAME_LENGTH - 9].rstrip('_')}_{digest}"
+
+
+def prefixed_names(server: str, names: Iterable[str]) -> dict[str, str]:
+    """Prefixed name -> name for one server's prompts, named as its tools are (a name that two
+    of them map to goes to the first; the later ones get the stable suffix)."""
+    result: dict[str, str] = {}
+    for name in names:
+        base = prefixed_name(server, name) or "mcp"
+        candidate, attempt = base, 0
+        while candidate in result:
+            candidate = _suffixed(base, server, name, attempt)
+            attempt += 1
+        result[candidate] = name
+    return result
+
+
+def server_of(name: str, servers: Iterable[str]) -> str | None:
+    """The server whose prefix (``mcp_{server}_``) a prefixed name carries; the longest one wins
+    when several do (servers ``a`` and ``a_b``), or None."""
+    owners = [server for server in servers if name.startswith(sanitize(f"mcp_{server}") + "_")]
+    return max(owners, key=lambda server: len(sanitize(server)), default=None)
 
 
 def schema_problem(schema: Any) -> str | None:

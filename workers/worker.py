@@ -58,6 +58,7 @@ from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
 from supervisor.protocol import (
     HEARTBEAT,
     STOP_LINE,
+    Fetch,
     Heartbeat,
     Invoke,
     InvokeFailed,
@@ -71,6 +72,7 @@ from supervisor.protocol import (
     decode_worker_command,
     encode,
 )
+from workers.catalog import Catalog, CatalogError
 from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
 from workers.requests import ServerRequests
@@ -150,6 +152,7 @@ class Worker:
         self.requests = ServerRequests(boot.spec)  # what the server asks of us: roots, input, sampling
         self._relist = trio.Event()  # set when the server's tools may have changed
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
+        self.catalog = Catalog(boot.server)  # resources and prompts
         self._scope = trio.CancelScope()
 
     async def run(self) -> int:
@@ -346,6 +349,11 @@ class Worker:
                             self._fail(command.call, "UNAVAILABLE", "the server is still starting")
                         else:
                             nursery.start_soon(self._call, self.client, command)
+                    case Fetch():
+                        if self.client is None:
+                            self._fail(command.call, "UNAVAILABLE", "the server is still starting")
+                        else:
+                            nursery.start_soon(self._fetch, self.client, command)
                     case Heartbeat():
                         self.link.send_nowait([HEARTBEAT])
 
@@ -402,6 +410,46 @@ class Worker:
             log.exception("call to tool %r failed", invoke.tool)
             return self._fail(call, "INTERNAL", f"tool {invoke.tool!r}: {type(exc).__name__}: {exc}")
         self._send(InvokeResult(call=call, result=msgspec.Raw(encode(to_tool_result(result)))))
+
+    async def _fetch(self, client: Client, fetch: Fetch) -> None:
+        """A resources or prompts request, under its budget and with the error codes of a tool call."""
+        what = f"{fetch.method} {fetch.target}".rstrip()
+        log.debug("fetch %s", what)
+        try:
+            with trio.fail_after(fetch.budget):
+                result = await self.catalog.fetch(client, fetch)
+        except trio.TooSlowError:
+            return self._fail(
+                fetch.call,
+                "TIMEOUT",
+                f"{what} ran past its {fetch.budget:g} s budget; the server was sent a cancel",
+            )
+        except CatalogError as exc:
+            return self._fail(fetch.call, exc.code, exc.message)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                if not await self._server_exits():
+                    log.error(
+                        "the connection to the server closed during %s%s",
+                        what,
+                        self.http.cause(self.boot.spec.url),
+                    )
+                    self._end(WorkerExit.SERVER_DIED)
+                return None
+            code = (
+                "INVALID_ARGUMENTS"
+                if exc.code == INVALID_PARAMS and fetch.method == "prompts/get"
+                else "SERVER_ERROR"
+            )
+            return self._fail(fetch.call, code, f"{what}: {exc} (JSON-RPC error {exc.code})")
+        except ValidationError as exc:
+            return self._fail(fetch.call, "SERVER_ERROR", f"{what} returned an invalid result: {exc}")
+        except httpx2.HTTPError as exc:
+            return self._fail(fetch.call, "SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # boundary: one request's failure must not end the worker
+            log.exception("%s failed", what)
+            return self._fail(fetch.call, "INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
+        self._send(InvokeResult(call=fetch.call, result=msgspec.Raw(encode(result))))
 
     def _fail(self, call: int, code: str, message: str) -> None:
         self._send(InvokeFailed(call=call, code=code, message=message))

@@ -49,8 +49,17 @@ Tools:
 
 Unknown tools get a JSON-RPC error -32602 ("Unknown tool: <name>").
 
+Resources and prompts (only with TEST_SERVER_RESOURCES=1; otherwise neither capability is offered):
+    test://doc/1, test://doc/2     text/plain: "document <n>"
+    test://image/pixel.png         image/png blob: the 1x1 PNG
+    templates test://doc/{n} (any n) and test://slow/{seconds} (sleeps, then "slept <seconds>")
+    prompt greet {name, punctuation?}  -> one user message "Hello, <name><punctuation or !>"
+    prompt "plain prompt/v1"           -> one user message "plain" (a name a client has to sanitise)
+    An unknown URI gets -32002 ("Resource not found"), an unknown prompt -32602.
+
 Environment:
-    TEST_SERVER_PAGE_SIZE     page size of tools/list, 0 (default) = everything in one page
+    TEST_SERVER_PAGE_SIZE     page size of tools/list and resources/list, 0 (default) = all in one page
+    TEST_SERVER_RESOURCES     "1": offer the resources and prompts above
     TEST_SERVER_EXTRA_TOOLS   number of extra_* tools (default 0)
     TEST_SERVER_STATE_DIR     directory for the ``slow`` marker files (optional)
     TEST_SERVER_STARTUP_STDERR  one line written to stderr at start (optional)
@@ -462,6 +471,83 @@ def build_tools(extra: int) -> list[tuple[types.Tool, ToolFn]]:
     return tools
 
 
+RESOURCES = [
+    types.Resource(name="doc-1", uri="test://doc/1", mime_type="text/plain", description="Document 1."),
+    types.Resource(name="doc-2", uri="test://doc/2", mime_type="text/plain", description="Document 2."),
+    types.Resource(
+        name="pixel", uri="test://image/pixel.png", mime_type="image/png", description="A 1x1 PNG."
+    ),
+]
+RESOURCE_TEMPLATES = [
+    types.ResourceTemplate(name="doc", uri_template="test://doc/{n}", mime_type="text/plain"),
+    types.ResourceTemplate(
+        name="slow", uri_template="test://slow/{seconds}", description="Sleeps, then answers."
+    ),
+]
+PROMPTS = [
+    types.Prompt(
+        name="greet",
+        description="Greet someone.",
+        arguments=[
+            types.PromptArgument(name="name", description="Who to greet.", required=True),
+            types.PromptArgument(name="punctuation", required=False),
+        ],
+    ),
+    types.Prompt(name="plain prompt/v1", description="No arguments."),
+]
+
+
+def _page(
+    listed: list[Any], params: types.PaginatedRequestParams | None, size: int
+) -> tuple[list[Any], str | None]:
+    """One page of ``listed`` (everything when ``size`` <= 0) and the next cursor."""
+    if size <= 0:
+        return listed, None
+    cursor = params.cursor if params is not None else None
+    start = 0
+    if cursor is not None:
+        offset = cursor.removeprefix(CURSOR_PREFIX)
+        if not cursor.startswith(CURSOR_PREFIX) or not offset.isdigit() or int(offset) > len(listed):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Invalid cursor: {cursor!r}")
+        start = int(offset)
+    end = start + size
+    return listed[start:end], f"{CURSOR_PREFIX}{end}" if end < len(listed) else None
+
+
+async def read_resource(
+    ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    uri = str(params.uri)
+    contents: types.TextResourceContents | types.BlobResourceContents
+    if uri.startswith("test://doc/"):
+        contents = types.TextResourceContents(uri=uri, mime_type="text/plain", text=f"document {uri[11:]}")
+    elif uri == "test://image/pixel.png":
+        contents = types.BlobResourceContents(uri=uri, mime_type="image/png", blob=PNG_1X1)
+    elif uri.startswith("test://slow/"):
+        seconds = uri.removeprefix("test://slow/")
+        await anyio.sleep(float(seconds))
+        contents = types.TextResourceContents(uri=uri, text=f"slept {seconds}")
+    else:
+        raise MCPError(code=-32002, message=f"Resource not found: {uri}")
+    return types.ReadResourceResult(contents=[contents])
+
+
+async def get_prompt(
+    ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+) -> types.GetPromptResult:
+    args = params.arguments or {}
+    if params.name == "greet":
+        if "name" not in args:
+            raise MCPError(code=types.INVALID_PARAMS, message="greet needs the argument 'name'")
+        text = f"Hello, {args['name']}{args.get('punctuation', '!')}"
+    elif params.name == "plain prompt/v1":
+        text = "plain"
+    else:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
+    message = types.PromptMessage(role="user", content=types.TextContent(text=text))
+    return types.GetPromptResult(description=f"prompt {params.name}", messages=[message])
+
+
 def build_server() -> Server[Any]:
     page_size = _env_int("TEST_SERVER_PAGE_SIZE")
     tools = build_tools(_env_int("TEST_SERVER_EXTRA_TOOLS"))
@@ -470,19 +556,24 @@ def build_server() -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        listed = [t for t, _ in tools]
-        if page_size <= 0:
-            return types.ListToolsResult(tools=listed)
-        cursor = params.cursor if params is not None else None
-        start = 0
-        if cursor is not None:
-            offset = cursor.removeprefix(CURSOR_PREFIX)
-            if not cursor.startswith(CURSOR_PREFIX) or not offset.isdigit() or int(offset) > len(listed):
-                raise MCPError(code=types.INVALID_PARAMS, message=f"Invalid cursor: {cursor!r}")
-            start = int(offset)
-        end = start + page_size
-        next_cursor = f"{CURSOR_PREFIX}{end}" if end < len(listed) else None
-        return types.ListToolsResult(tools=listed[start:end], next_cursor=next_cursor)
+        page, next_cursor = _page([t for t, _ in tools], params, page_size)
+        return types.ListToolsResult(tools=page, next_cursor=next_cursor)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        page, next_cursor = _page(RESOURCES, params, page_size)
+        return types.ListResourcesResult(resources=page, next_cursor=next_cursor)
+
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=RESOURCE_TEMPLATES)
+
+    async def list_prompts(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=PROMPTS)
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -518,12 +609,22 @@ def build_server() -> Server[Any]:
         return _text(f"{len(tools)} tools")
 
     name = os.environ.get("TEST_SERVER_NAME") or "mcp-test-server"
+    catalog: dict[str, Any] = {}
+    if _env_flag("TEST_SERVER_RESOURCES"):
+        catalog = {
+            "on_list_resources": list_resources,
+            "on_list_resource_templates": list_resource_templates,
+            "on_read_resource": read_resource,
+            "on_list_prompts": list_prompts,
+            "on_get_prompt": get_prompt,
+        }
     return Server(
         name,
         version="0.1.0",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_subscriptions_listen=None if _env_flag("TEST_SERVER_SILENT_CHANGES") else ListenHandler(bus),
+        **catalog,
     )
 
 
