@@ -43,6 +43,9 @@ __all__ = [
     "ListTools",
     "Ping",
     "Ready",
+    "Reload",
+    "ReloadSummary",
+    "Reloaded",
     "Restart",
     "ServerStatus",
     "Start",
@@ -139,6 +142,17 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     next_restart_in: float | None = None
 
 
+class ReloadSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reload did: server names by outcome, and the top-level settings that changed (applied)."""
+
+    config: str = ""  # the file that was read
+    added: list[str] = []  # started
+    removed: list[str] = []  # stopped and forgotten
+    changed: list[str] = []  # restarted with their new spec (stopped if now disabled)
+    unchanged: list[str] = []  # not touched
+    settings: list[str] = []  # "supervisor" keys whose value changed, as spelled in the file
+
+
 # ------------------------------------------------------------- front requests
 
 
@@ -182,7 +196,13 @@ class Ping(_Message):
     id: int
 
 
-FrontRequest = ListTools | CallTool | GetStatus | Restart | Stop | Start | Ping
+class Reload(_Message):
+    """Re-read the config file the supervisor was started with and apply the differences."""
+
+    id: int
+
+
+FrontRequest = ListTools | CallTool | GetStatus | Restart | Stop | Start | Ping | Reload
 
 # --------------------------------------------------------------- front replies
 
@@ -213,7 +233,12 @@ class ErrorReply(_Message):
     message: str
 
 
-FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply
+class Reloaded(_Message):
+    id: int
+    summary: ReloadSummary
+
+
+FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Reloaded
 
 # ------------------------------------------------------------------ worker link
 
