@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -23,9 +24,10 @@ import zmq
 from supervisor import __version__
 from supervisor.client import SupervisorClient
 from supervisor.config import ConfigError, load_config
-from supervisor.errors import SupervisorError, SupervisorUnreachableError
+from supervisor.errors import BadRequestError, SupervisorError, SupervisorUnreachableError
 from supervisor.paths import ENDPOINT_ENV, ensure_runtime_dir, ipc_path, resolve_endpoint, runtime_dir
 from supervisor.protocol import RegistryChanged, StateChanged
+from supervisor.reload import ReloadRejected
 
 if TYPE_CHECKING:
     from supervisor.core import Supervisor
@@ -93,12 +95,17 @@ def _claim_endpoint(endpoint: str) -> None:
 
 
 async def _serve(supervisor: Supervisor) -> None:
-    """Serve until SIGINT/SIGTERM; then drain in-flight calls (a second signal cuts that short) and stop."""
-    grace = supervisor.config.settings.shutdown_grace
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    """Serve until SIGINT/SIGTERM; then drain in-flight calls (a second signal cuts that short) and stop.
+    SIGHUP reloads the config file."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(supervisor.run)
             async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP received; reloading the config")
+                    nursery.start_soon(_reload, supervisor)
+                    continue
+                grace = supervisor.config.settings.shutdown_grace  # as the last reload left it
                 log.info(
                     "%s received; finishing calls in flight (up to %g s)", signal.Signals(signum).name, grace
                 )
@@ -111,8 +118,15 @@ async def _serve(supervisor: Supervisor) -> None:
     log.info("stopped")
 
 
+async def _reload(supervisor: Supervisor) -> None:
+    with suppress(ReloadRejected):  # logged by the supervisor, which keeps running as it was
+        await supervisor.reload()
+
+
 async def _cut_short(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
     async for signum in signals:
+        if signum == signal.SIGHUP:
+            continue
         log.warning("%s received again; stopping now", signal.Signals(signum).name)
         scope.cancel()
         return
@@ -309,6 +323,21 @@ def _first_line(text: str, width: int) -> str:
     return (text.strip().splitlines() or [""])[0][:width]
 
 
+def cmd_reload(args: argparse.Namespace) -> int:
+    with SupervisorClient(args.endpoint) as sup:
+        try:
+            summary = sup.reload()
+        except BadRequestError as exc:  # the file cannot be used; the supervisor runs as it was
+            raise CliError(exc.message, EXIT_USAGE) from exc
+    if args.json:
+        _print_json(msgspec.to_builtins(summary))
+        return 0
+    print(f"reloaded {summary.config}")
+    for label in ("added", "removed", "changed", "unchanged", "settings"):
+        print(f"{label + ':':<11}{', '.join(getattr(summary, label)) or '-'}")
+    return 0
+
+
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
@@ -437,6 +466,17 @@ def build_parser() -> argparse.ArgumentParser:
         operate = sub.add_parser(name, parents=[common], help=text)
         operate.add_argument("server")
         operate.set_defaults(func=cmd_operate)
+
+    reload = sub.add_parser(
+        "reload",
+        parents=[common],
+        help="re-read the config file and apply what changed (as SIGHUP does)",
+        description="Re-read the config file the supervisor was started with: added servers start, "
+        "removed ones stop, changed ones restart with their new config, the others are not touched. "
+        "A file with any problem is rejected as a whole (exit code 2) and nothing changes.",
+    )
+    reload.add_argument("--json", action="store_true", help="print the summary as JSON")
+    reload.set_defaults(func=cmd_reload)
     return parser
 
 

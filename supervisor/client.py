@@ -56,6 +56,9 @@ from supervisor.protocol import (
     PromptInfo,
     PromptResult,
     ReadResource,
+    Reload,
+    Reloaded,
+    ReloadSummary,
     ResourceInfo,
     ResourceResult,
     ResourceTemplateInfo,
@@ -75,6 +78,7 @@ __all__ = [
     "AsyncSupervisorClient",
     "PromptInfo",
     "PromptResult",
+    "ReloadSummary",
     "ResourceInfo",
     "ResourceResult",
     "ResourceTemplateInfo",
@@ -91,6 +95,7 @@ REQUEST_TIMEOUT: Final = 10.0  # seconds to wait for an answer to list/status/re
 CALL_WAIT_WITHOUT_TIMEOUT: Final = (
     3600.0  # seconds a call with no timeout waits (the server's toolTimeout rules)
 )
+RELOAD_WAIT: Final = 30.0  # seconds for a reload: removed servers' workers get up to 10 s each to stop
 REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client stops waiting
 
 _decode_result = msgspec.msgpack.Decoder(ToolResult).decode
@@ -318,6 +323,12 @@ class SupervisorClient:
     def ping(self) -> None:
         _expect(self._request(Ping(id=next(self._ids))), Done)
 
+    def reload(self) -> ReloadSummary:
+        """Re-read the supervisor's config file and apply what changed; returns once removed servers
+        have stopped. A file that cannot be used raises ``BadRequestError`` and changes nothing."""
+        wait = max(self.request_timeout, RELOAD_WAIT)
+        return _expect(self._request(Reload(id=next(self._ids)), wait), Reloaded).summary
+
     def _socket(self) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] | None = getattr(self._local, "sock", None)
         if sock is None:
@@ -455,6 +466,10 @@ class AsyncSupervisorClient:
 
     async def ping(self) -> None:
         _expect(await self._request(Ping(id=next(self._ids))), Done)
+
+    async def reload(self) -> ReloadSummary:
+        wait = max(self.request_timeout, RELOAD_WAIT)
+        return _expect(await self._request(Reload(id=next(self._ids)), wait), Reloaded).summary
 
     async def _request(self, request: FrontRequest, wait: float | None = None) -> FrontReply:
         sock = self._sock

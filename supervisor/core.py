@@ -32,7 +32,7 @@ import zmq
 
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import TrioSocket, Unroutable, bind_publisher, bind_router
-from supervisor.config import Config
+from supervisor.config import Config, ConfigError, load_config
 from supervisor.keeper import Keeper
 from supervisor.paths import default_events_endpoint, ipc_path
 from supervisor.protocol import (
@@ -62,6 +62,9 @@ from supervisor.protocol import (
     Ready,
     RegistryChanged,
     RegistryVersion,
+    Reload,
+    Reloaded,
+    ReloadSummary,
     Restart,
     ServerFailure,
     Start,
@@ -78,6 +81,7 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.registry import Diff, Registry, sanitize, server_of
+from supervisor.reload import ReloadPlan, ReloadRejected, plan_reload
 
 __all__ = ["Supervisor"]
 
@@ -142,6 +146,10 @@ class Supervisor:
         self._front: TrioSocket | None = None
         self._link: TrioSocket | None = None
         self._events: zmq.Socket[bytes] | None = None
+        self._tasks: trio.Nursery | None = None  # where keepers and reloads run
+        self._keeper_tasks: dict[Keeper, tuple[trio.CancelScope, trio.Event]] = {}  # scope, ended
+        self._retiring: set[str] = set()  # servers a reload removed whose worker is still stopping
+        self._reload_lock = trio.Lock()  # one reload at a time
 
     # ------------------------------------------------------------- running
 
@@ -164,8 +172,9 @@ class Supervisor:
             # Cancelling this nursery is the shutdown: each keeper's shielded, bounded
             # clean-up closes its worker's lifeline and reaps worker and server.
             async with trio.open_nursery() as nursery:
+                self._tasks = nursery
                 for keeper in self.keepers.values():
-                    nursery.start_soon(keeper.run, name=f"keeper {keeper.name}")
+                    await nursery.start(self._keep, keeper, name=f"keeper {keeper.name}")
                 nursery.start_soon(self._serve_front, self._front)
                 nursery.start_soon(self._serve_link, self._link)
                 nursery.start_soon(self._expire_deadlines)
@@ -203,6 +212,18 @@ class Supervisor:
         return {keeper.worker_pid for keeper in self.keepers.values() if keeper.worker_pid is not None}
 
     # ------------------------------------------------------------ keepers
+
+    async def _keep(self, keeper: Keeper, *, task_status: trio.TaskStatus[None]) -> None:
+        """Run one keeper until the supervisor stops or a reload retires it (cancels its scope)."""
+        ended = trio.Event()
+        with trio.CancelScope() as scope:
+            self._keeper_tasks[keeper] = (scope, ended)
+            task_status.started()
+            try:
+                await keeper.run()
+            finally:
+                ended.set()
+                del self._keeper_tasks[keeper]
 
     def attach(self, identity: bytes, keeper: Keeper) -> None:
         self._by_identity[identity] = keeper
@@ -293,6 +314,9 @@ class Supervisor:
                         self._read(caller, request)
                     case GetPrompt():
                         self._get_prompt(caller, request)
+                    case Reload(id=id):
+                        assert self._tasks is not None
+                        self._tasks.start_soon(self._reload_for, caller, id)
 
     def _call(self, caller: bytes, request: CallTool) -> None:
         if self._draining:
@@ -473,9 +497,10 @@ class Supervisor:
 
     def _operate(self, caller: bytes, request: Restart | Stop | Start, id: int, server: str) -> None:
         keeper = self.keepers.get(server)
-        if keeper is None:
-            known = ", ".join(self.keepers) or "none"
-            self._error(caller, id, "BAD_REQUEST", f"no server named {server!r} (servers: {known})")
+        if keeper is None or server in self._retiring:
+            known = ", ".join(name for name in self.keepers if name not in self._retiring) or "none"
+            gone = " (removed from the config by a reload)" if server in self._retiring else ""
+            self._error(caller, id, "BAD_REQUEST", f"no server named {server!r}{gone} (servers: {known})")
             return
         match request:
             case Restart():
@@ -488,6 +513,74 @@ class Supervisor:
         verb = type(request).__name__.lower()
         log.info("operator %s of server %r%s", verb, server, "" if acted else " (already under way)")
         self._reply(caller, Done(id=id))
+
+    # ---------------------------------------------------------------- reload
+
+    async def _reload_for(self, caller: bytes, id: int) -> None:
+        try:
+            summary = await self.reload()
+        except ReloadRejected as exc:
+            self._error(caller, id, "BAD_REQUEST", str(exc))
+        else:
+            self._reply(caller, Reloaded(id=id, summary=summary))
+
+    async def reload(self) -> ReloadSummary:
+        """Re-read the config file and apply what changed (one reload at a time); returns once
+        removed servers have stopped, with changed and added ones starting. Raises
+        :class:`ReloadRejected`, having changed nothing, when the file cannot be used as a whole."""
+        async with self._reload_lock:
+            path = self.config.path
+            try:
+                if self._draining:
+                    raise ReloadRejected("the supervisor is shutting down")
+                if path is None:
+                    raise ReloadRejected("the supervisor was not started from a config file")
+                try:
+                    new = load_config(path)
+                except ConfigError as exc:
+                    raise ReloadRejected(f"config rejected, nothing changed: {exc}") from None
+                plan = plan_reload(self.config, new)
+                if plan.problems:
+                    lines = "".join(f"\n  {problem}" for problem in plan.problems)
+                    raise ReloadRejected(f"config {path} rejected, nothing changed:{lines}")
+            except ReloadRejected as exc:
+                log.error("reload: %s", str(exc).replace("\n  ", "; "))
+                raise
+            self.config = new
+            await self._apply(plan, new)
+        log.info(
+            "reload of %s: added %s; removed %s; changed %s; %d unchanged%s",
+            *(path, _names(plan.added), _names(plan.removed), _names(plan.changed), len(plan.unchanged)),
+            f"; settings changed: {', '.join(plan.settings)}" if plan.settings else "",
+        )
+        return plan.summary(str(path))
+
+    async def _apply(self, plan: ReloadPlan, new: Config) -> None:
+        assert self._tasks is not None
+        for keeper in self.keepers.values():
+            keeper.settings = new.settings  # heartbeats follow at once; nothing restarts for them
+        for name in plan.changed:
+            self.keepers[name].reconfigure(new.servers[name])
+        for name in plan.added:
+            keeper = Keeper(new.servers[name], self, new.settings)
+            self.keepers[name] = keeper
+            await self._tasks.start(self._keep, keeper, name=f"keeper {name}")
+        async with trio.open_nursery() as stopping:
+            for name in plan.removed:
+                stopping.start_soon(self._retire, self.keepers[name])
+        self.keepers = {name: self.keepers[name] for name in new.servers}  # in file order
+
+    async def _retire(self, keeper: Keeper) -> None:
+        """Stop a removed server as ``stop`` does (its calls in flight fail, naming why) and forget it."""
+        self._retiring.add(keeper.name)
+        try:
+            keeper.request_stop("removed from the config (reload)")
+            scope, ended = self._keeper_tasks[keeper]
+            scope.cancel()  # the keeper's shielded, bounded clean-up reaps worker and server
+            await ended.wait()
+        finally:
+            self._retiring.discard(keeper.name)
+        self.registry.remove(keeper.name)
 
     # ---------------------------------------------------------- worker link
 
@@ -575,6 +668,10 @@ class Supervisor:
             self._front.send_nowait([caller, encode(reply)])
         except Unroutable:
             log.debug("caller went away before its reply (id %d)", reply.id)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names) or "none"
 
 
 def _salvage_id(payload: bytes) -> int:

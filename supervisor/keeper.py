@@ -86,6 +86,7 @@ class Keeper:
         self.worker_log = WorkerLog(self.name)
         self._want_running = not spec.disabled  # False after an operator's stop
         self._restarting = False  # an operator's restart is under way: more of them coalesce
+        self._why = "stopped by an operator"  # what the calls of an incarnation we end are told
         self._wake = trio.Event()  # an operator asked for something
         self._ready = trio.Event()  # the live incarnation said Ready
         self._process: trio.Process | None = None
@@ -107,10 +108,11 @@ class Keeper:
 
     # ------------------------------------------------------------- operator
 
-    def request_restart(self) -> bool:
+    def request_restart(self, why: str = "restarted by an operator") -> bool:
         """Restart now with the counters reset; False when a restart is already under way."""
         if self._restarting:
             return False
+        self._why = why
         self._restarting = True
         self._want_running = True
         self.tracker.reset()
@@ -119,8 +121,9 @@ class Keeper:
         self._wake.set()
         return True
 
-    def request_stop(self) -> None:
+    def request_stop(self, why: str = "stopped by an operator") -> None:
         """Stop the worker and keep the server stopped until ``start`` or ``restart``."""
+        self._why = why
         self._want_running = False
         self._restarting = False
         self._end_worker()
@@ -136,6 +139,21 @@ class Keeper:
         self.state = "starting"
         self._wake.set()
         return True
+
+    def reconfigure(self, spec: ServerSpec) -> None:
+        """Take a reloaded spec: restart with it, or stop if it is now disabled. A server that is
+        stopped (an operator's stop, a finished transient one) stays stopped and starts with it later;
+        one that was disabled starts."""
+        was_disabled = self.spec.disabled
+        self.spec, self.policy, self.tracker.policy = spec, spec.policy, spec.policy
+        if spec.disabled:
+            self.request_stop("disabled in the config (reload)")
+            self.last_error = "disabled in config"
+        elif self._want_running or was_disabled:
+            self._restarting = False  # a restart under way may already run the old spec
+            self.request_restart("restarted with its new config (reload)")
+            if was_disabled:
+                self.last_error = None
 
     def status(self) -> ServerStatus:
         return ServerStatus(
@@ -269,6 +287,8 @@ class Keeper:
                 (log.warning if outcome == "normal" else log.error)("server %r: %s", self.name, reason)
             elif outcome == "shutdown":
                 reason = "the supervisor is stopping"
+            else:
+                reason = self._why
             self.sup.detach(
                 self, f"server {self.name!r}: {reason}", "SERVER_ERROR" if lost else "WORKER_CRASHED"
             )
@@ -290,8 +310,8 @@ class Keeper:
 
     async def _watch_heartbeats(self, identity: bytes) -> None:
         """Once the worker has spoken, it must keep answering heartbeats."""
-        interval, timeout = self.settings.heartbeat_interval, self.settings.heartbeat_timeout
-        while True:
+        while True:  # settings are read each time: a reload may change them
+            interval, timeout = self.settings.heartbeat_interval, self.settings.heartbeat_timeout
             self.sup.send_to_worker(identity, HEARTBEAT)
             if self.last_heard is None:
                 await trio.sleep(interval)

@@ -57,6 +57,9 @@ __all__ = [
     "Ready",
     "RegistryChanged",
     "RegistryVersion",
+    "Reload",
+    "ReloadSummary",
+    "Reloaded",
     "ResourceInfo",
     "ResourceResult",
     "ResourceTemplateInfo",
@@ -226,6 +229,17 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     next_restart_in: float | None = None
 
 
+class ReloadSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reload did: server names by outcome, and the top-level settings that changed (applied)."""
+
+    config: str = ""  # the file that was read
+    added: list[str] = []  # started
+    removed: list[str] = []  # stopped and forgotten
+    changed: list[str] = []  # restarted with their new spec (stopped if now disabled)
+    unchanged: list[str] = []  # not touched
+    settings: list[str] = []  # "supervisor" keys whose value changed, as spelled in the file
+
+
 # ------------------------------------------------------------- front requests
 
 
@@ -311,6 +325,12 @@ class GetPrompt(_Message):
     timeout: float | None = None
 
 
+class Reload(_Message):
+    """Re-read the config file the supervisor was started with and apply the differences."""
+
+    id: int
+
+
 FrontRequest = (
     ListTools
     | CallTool
@@ -324,7 +344,9 @@ FrontRequest = (
     | ListPrompts
     | ReadResource
     | GetPrompt
+    | Reload
 )
+
 
 # --------------------------------------------------------------- front replies
 
@@ -368,7 +390,12 @@ class Listing(_Message):
     failures: list[ServerFailure] = []
 
 
-FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Listing
+class Reloaded(_Message):
+    id: int
+    summary: ReloadSummary
+
+
+FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Listing | Reloaded
 
 # ------------------------------------------------------------------ worker link
 
