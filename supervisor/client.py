@@ -238,8 +238,13 @@ class SupervisorClient:
         return _expect(self._request(GetStatus(id=next(self._ids))), StatusReply).events
 
     def watch(self) -> EventWatch:
-        """A subscription to registry and state events: ``with sup.watch() as events: for e in events``."""
-        return EventWatch(self.events_endpoint())
+        """A subscription to registry and state events: ``with sup.watch() as events: for e in events``.
+
+        It returns once the subscription is live: every change after that is seen.
+        """
+        watch = EventWatch(self.events_endpoint())
+        watch.join()
+        return watch
 
     def tool_cache(self) -> ToolCache:
         """The tool list, kept current by the supervisor's events: ``cache.tools()`` never asks it."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from time import monotonic
-from typing import Self
+from typing import Final, Self
 
 import anyio
 import msgspec
@@ -41,6 +41,7 @@ from supervisor.protocol import (
 __all__ = ["AsyncEventWatch", "EventWatch", "ToolCache"]
 
 PublicEvent = RegistryChanged | StateChanged
+JOIN_TIMEOUT: Final = 5.0  # seconds for a subscription to see its first event (beacons come every second)
 
 
 def _subscriber(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
@@ -73,12 +74,22 @@ class EventWatch:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._sock = _subscriber(self._ctx, endpoint)
+        self._early: list[Event] = []
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def join(self, timeout: float = JOIN_TIMEOUT) -> None:
+        """Wait until the subscription is live (the first event, at most a beacon interval away)."""
+        event = self.next_any(timeout)
+        if event is None:
+            self.close()
+            raise SupervisorUnreachableError(f"no events from {self.endpoint} within {timeout:g} s")
+        if not isinstance(event, RegistryVersion):
+            self._early.append(event)
 
     def close(self) -> None:
         self._sock.close(linger=0)
@@ -93,6 +104,8 @@ class EventWatch:
 
     def next_any(self, timeout: float | None = None) -> Event | None:
         """The next event, the version beacons included."""
+        if self._early:
+            return self._early.pop(0)
         deadline = None if timeout is None else monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - monotonic())
@@ -158,6 +171,7 @@ class ToolCache:
         self._tools: dict[str, ToolInfo] = {}
         self.version = -1
         self.relists = 0  # how many times it had to list again (a missed version)
+        self._watch.join()
         self._relist()
 
     def __enter__(self) -> Self:
