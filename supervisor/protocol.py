@@ -4,7 +4,8 @@ Two links use this module:
 
 - the *front* link: agents and the CLI (a DEALER in ``supervisor.client``) talk
   to the supervisor's ROUTER. Requests are ``FrontRequest``; each gets exactly
-  one ``FrontReply`` carrying the caller's ``id``.
+  one terminal ``FrontReply`` carrying the caller's ``id`` (a ``CallTool`` that
+  asked for progress may first get ``CallProgress`` replies, which are not terminal).
 - the *worker* link: each worker process (a DEALER in ``workers.worker``)
   talks to the supervisor's worker ROUTER. The supervisor sends
   ``WorkerCommand``; the worker sends ``WorkerEvent``.
@@ -28,6 +29,7 @@ __all__ = [
     "ERROR_CODES",
     "HEARTBEAT",
     "STOP_LINE",
+    "CallProgress",
     "CallResult",
     "CallTool",
     "Done",
@@ -39,6 +41,7 @@ __all__ = [
     "Heartbeat",
     "Invoke",
     "InvokeFailed",
+    "InvokeProgress",
     "InvokeResult",
     "ListTools",
     "Ping",
@@ -147,12 +150,17 @@ class ListTools(_Message):
 
 
 class CallTool(_Message):
-    """Call a prefixed tool; ``timeout`` is a relative budget in seconds (None: the server's toolTimeout)."""
+    """Call a prefixed tool; ``timeout`` is a relative budget in seconds (None: the server's toolTimeout).
+
+    With ``progress``, the caller also gets the server's progress notifications as ``CallProgress``
+    replies (coalesced, never after the terminal reply); without it, none.
+    """
 
     id: int
     name: str
     arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
     timeout: float | None = None
+    progress: bool = False
 
 
 class GetStatus(_Message):
@@ -213,18 +221,34 @@ class ErrorReply(_Message):
     message: str
 
 
-FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply
+class CallProgress(_Message):
+    """Not a terminal reply: a progress notification for a ``CallTool`` that asked for them.
+
+    Any number may precede the call's one terminal reply (``CallResult`` or ``ErrorReply``); none follow it.
+    """
+
+    id: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | CallProgress
 
 # ------------------------------------------------------------------ worker link
 
 
 class Invoke(_Message):
-    """Supervisor -> worker: call ``tool`` (the server's own name) within ``budget`` seconds."""
+    """Supervisor -> worker: call ``tool`` (the server's own name) within ``budget`` seconds.
+
+    With ``progress``, the worker asks the server for progress and relays it as ``InvokeProgress``.
+    """
 
     call: int
     tool: str
     arguments: msgspec.Raw
     budget: float
+    progress: bool = False
 
 
 class Heartbeat(_Message):
@@ -260,7 +284,16 @@ class InvokeFailed(_Message):
     message: str
 
 
-WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | Heartbeat
+class InvokeProgress(_Message):
+    """A progress notification for a call whose ``Invoke`` asked for it (coalesced by the worker)."""
+
+    call: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | InvokeProgress | Heartbeat
 
 # ------------------------------------------------------------------- codecs
 

@@ -16,7 +16,9 @@ Life of a worker:
    answered from the start;
 3. serve ``Invoke`` commands concurrently, each under its own budget: on
    expiry the caller gets ``TIMEOUT`` and the SDK sends the server
-   ``notifications/cancelled``; probe the server every ``pingInterval``;
+   ``notifications/cancelled``; a call that asks for progress gets the
+   server's notifications as ``InvokeProgress`` (``workers.progress``
+   coalesces them) before its answer; probe the server every ``pingInterval``;
 4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
    status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
 
@@ -47,7 +49,7 @@ import zmq
 from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, Implementation
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, CallToolResult, Implementation
 from pydantic import ValidationError
 
 from supervisor import __version__
@@ -59,6 +61,7 @@ from supervisor.protocol import (
     Heartbeat,
     Invoke,
     InvokeFailed,
+    InvokeProgress,
     InvokeResult,
     Ready,
     Started,
@@ -68,6 +71,7 @@ from supervisor.protocol import (
     decode_worker_command,
     encode,
 )
+from workers.progress import ProgressRelay
 from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
 from workers.requests import ServerRequests
@@ -319,7 +323,10 @@ class Worker:
             log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
         try:
             with trio.fail_after(invoke.budget):
-                result = await client.call_tool(invoke.tool, arguments)
+                if invoke.progress:
+                    result = await self._call_with_progress(client, invoke.call, invoke.tool, arguments)
+                else:
+                    result = await client.call_tool(invoke.tool, arguments)
         except trio.TooSlowError:
             return self._fail(
                 call,
@@ -351,10 +358,28 @@ class Worker:
             return self._fail(call, "INTERNAL", f"tool {invoke.tool!r}: {type(exc).__name__}: {exc}")
         self._send(InvokeResult(call=call, result=msgspec.Raw(encode(to_tool_result(result)))))
 
+    async def _call_with_progress(
+        self, client: Client, call: int, tool: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
+        """``call_tool`` with the server's progress relayed as ``InvokeProgress`` (coalesced), all before
+        the call's own answer."""
+
+        def send(progress: float, total: float | None, message: str | None) -> None:
+            self._send(InvokeProgress(call=call, progress=progress, total=total, message=message))
+
+        relay = ProgressRelay(send)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay.run)
+            try:
+                return await client.call_tool(tool, arguments, progress_callback=relay)
+            finally:
+                relay.close()
+                nursery.cancel_scope.cancel()
+
     def _fail(self, call: int, code: str, message: str) -> None:
         self._send(InvokeFailed(call=call, code=code, message=message))
 
-    def _send(self, event: Started | Ready | InvokeResult | InvokeFailed) -> None:
+    def _send(self, event: Started | Ready | InvokeResult | InvokeFailed | InvokeProgress) -> None:
         self.link.send_nowait([encode(event)])
 
 
