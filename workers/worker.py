@@ -368,13 +368,10 @@ class Worker:
             self._send(InvokeProgress(call=call, progress=progress, total=total, message=message))
 
         relay = ProgressRelay(send)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(relay.run)
-            try:
-                return await client.call_tool(tool, arguments, progress_callback=relay)
-            finally:
-                relay.close()
-                nursery.cancel_scope.cancel()
+        try:
+            return await client.call_tool(tool, arguments, progress_callback=relay)
+        finally:
+            relay.close()
 
     def _fail(self, call: int, code: str, message: str) -> None:
         self._send(InvokeFailed(call=call, code=code, message=message))

@@ -22,7 +22,7 @@ import trio
 import zmq
 
 from supervisor.client import AsyncSupervisorClient
-from supervisor.errors import ToolTimeoutError
+from supervisor.errors import ServerError, ToolExecutionError, ToolTimeoutError, WorkerCrashedError
 from supervisor.protocol import (
     CallProgress,
     CallResult,
@@ -166,6 +166,7 @@ def test_a_progress_flood_is_coalesced_and_its_last_notification_still_arrives(
 ) -> None:
     count = 2000
     notes, record = _recorder()
+    restarts = sup.status()["test"].restarts
     started = time.monotonic()
     result = sup.client.call_tool("mcp_test_progress", {"count": count, "message": "step"}, progress=record)
     elapsed = time.monotonic() - started
@@ -176,7 +177,21 @@ def test_a_progress_flood_is_coalesced_and_its_last_notification_still_arrives(
     assert len(notes) <= elapsed / PROGRESS_INTERVAL + 2, (len(notes), elapsed)
     assert len(notes) < count
     assert sup.client.call_tool("mcp_test_echo", {"text": "alive"}).text == "alive"
-    assert sup.status()["test"].restarts == 0
+    assert sup.status()["test"].restarts == restarts
+
+
+def test_a_call_that_asks_for_progress_fails_with_the_same_codes_as_one_that_does_not(
+    sup: SupervisorProcess,
+) -> None:
+    notes, record = _recorder()
+    with pytest.raises(ServerError, match="kaboom"):
+        sup.client.call_tool("mcp_test_raise_error", {"message": "kaboom"}, progress=record)
+    with pytest.raises(ToolExecutionError, match="it broke"):
+        sup.client.call_tool("mcp_test_fail", {"message": "it broke"}, progress=record)
+    with pytest.raises(WorkerCrashedError):
+        sup.client.call_tool("mcp_test_crash", {"code": 3}, progress=record)
+    assert notes == []
+    sup.wait_states(test="ready")
 
 
 # --- the wire --------------------------------------------------------------------------------

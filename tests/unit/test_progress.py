@@ -1,4 +1,7 @@
-"""workers.progress.ProgressRelay: one notification per interval at most, the latest, the last at the end."""
+"""workers.progress.ProgressRelay: one notification per interval at most, the latest, the last at the end.
+
+As in the SDK, each notification calls the relay in a task of its own.
+"""
 
 from __future__ import annotations
 
@@ -23,29 +26,24 @@ def _relay() -> tuple[ProgressRelay, list[tuple[float, Note]]]:
     return ProgressRelay(send, INTERVAL), sent
 
 
-async def test_a_burst_is_coalesced_to_the_first_then_the_latest_per_interval(
+async def test_a_burst_is_coalesced_to_the_first_then_the_latest_of_the_interval(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     relay, sent = _relay()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(relay.run)
-        await relay(1, 1000, "step 1")
+        nursery.start_soon(relay, 1, 1000, "step 1")
         await trio.testing.wait_all_tasks_blocked()
         for i in range(2, 1001):
-            await relay(i, 1000, f"step {i}")
-        await trio.sleep(1)
-        nursery.cancel_scope.cancel()
+            nursery.start_soon(relay, i, 1000, f"step {i}")
     assert sent == [(0.0, (1, 1000, "step 1")), (INTERVAL, (1000, 1000, "step 1000"))]
 
 
 async def test_a_steady_flood_is_held_to_one_per_interval(autojump_clock: trio.testing.MockClock) -> None:
     relay, sent = _relay()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(relay.run)
         for i in range(1, 101):  # one every 10 ms for a second
-            await relay(i, None, None)
+            nursery.start_soon(relay, i, None, None)
             await trio.sleep(0.01)
-        nursery.cancel_scope.cancel()
         paced = [at for at, _ in sent]
         relay.close()
     assert all(later - earlier >= INTERVAL - 1e-9 for earlier, later in itertools.pairwise(paced))
@@ -58,24 +56,21 @@ async def test_close_delivers_the_latest_held_and_nothing_after(
 ) -> None:
     relay, sent = _relay()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(relay.run)
-        await relay(1, 3, None)
+        nursery.start_soon(relay, 1, 3, None)
         await trio.testing.wait_all_tasks_blocked()  # the first goes out at once
-        await relay(2, 3, None)
-        await relay(3, 3, "last")
+        nursery.start_soon(relay, 2, 3, None)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(relay, 3, 3, "last")
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.current_time() < INTERVAL and len(sent) == 1
         relay.close()
-        await relay(4, 3, "late")
-        await trio.sleep(1)
-        nursery.cancel_scope.cancel()
+        nursery.start_soon(relay, 4, 3, "late")
     assert [note for _, note in sent] == [(1, 3, None), (3, 3, "last")]
 
 
 async def test_progress_that_does_not_increase_is_dropped(autojump_clock: trio.testing.MockClock) -> None:
     relay, sent = _relay()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(relay.run)
-        for value in (1, 1, 0.5, 2, 1.5):
-            await relay(value, None, None)
-            await trio.sleep(1)
-        nursery.cancel_scope.cancel()
+    for value in (1, 1, 0.5, 2, 1.5):
+        await relay(value, None, None)
+        await trio.sleep(1)
     assert [note[0] for _, note in sent] == [1, 2]
