@@ -176,8 +176,15 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise CliError(f"ARGS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
     if not isinstance(arguments, dict):
         raise CliError(f"ARGS_JSON must be a JSON object, not {type(arguments).__name__}", EXIT_USAGE)
+    show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     with SupervisorClient(args.endpoint) as sup:
-        result = sup.call_tool(args.name, arguments, timeout=args.timeout, raise_on_error=False)
+        result = sup.call_tool(
+            args.name,
+            arguments,
+            timeout=args.timeout,
+            raise_on_error=False,
+            progress=_print_progress if show_progress else None,
+        )
     if args.json:
         _print_json(msgspec.to_builtins(result))
     else:
@@ -186,6 +193,12 @@ def cmd_call(args: argparse.Namespace) -> int:
         print(f"mcp-supervisor: TOOL_ERROR: tool {args.name!r} reported an error", file=sys.stderr)
         return EXIT_ERROR
     return 0
+
+
+def _print_progress(progress: float, total: float | None, message: str | None) -> None:
+    """``progress 3/5: message`` on stderr, so stdout stays the result."""
+    line = f"progress {progress:g}" + ("" if total is None else f"/{total:g}")
+    print(f"{line}: {message}" if message else line, file=sys.stderr, flush=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -396,6 +409,11 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("arguments", nargs="?", default="{}", metavar="ARGS_JSON", help="a JSON object")
     call.add_argument("--timeout", type=float, help="seconds (default: the server's toolTimeout)")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    call.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        help="print the server's progress notifications on stderr (default: when stderr is a terminal)",
+    )
     call.set_defaults(func=cmd_call)
 
     status = sub.add_parser("status", parents=[common], help="one row per server")

@@ -11,6 +11,11 @@ exceptions of ``supervisor.errors``.
   it as ``async with``: one reader task demultiplexes replies by id, so any
   number of tasks may call at once on one client.
 
+``call_tool(..., progress=fn)`` asks for the server's progress notifications:
+``fn(progress, total, message)`` is called in the calling thread (or task)
+while the call waits, at most about ten times a second, the last one before
+the result. Without ``progress`` none are sent.
+
 Example::
 
     with SupervisorClient() as sup:
@@ -20,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import math
@@ -33,12 +39,14 @@ import anyio
 import anyio.abc
 import msgspec
 import zmq
+from anyio.streams.memory import MemoryObjectSendStream
 
 from supervisor._zmq import MAX_MESSAGE_SIZE, fd_of, readable
 from supervisor.errors import SupervisorError, SupervisorUnreachableError, ToolExecutionError, error_for
 from supervisor.events import AsyncEventWatch, EventWatch, ToolCache
 from supervisor.paths import ipc_path, resolve_endpoint
 from supervisor.protocol import (
+    CallProgress,
     CallResult,
     CallTool,
     Done,
@@ -76,6 +84,7 @@ from supervisor.protocol import (
 
 __all__ = [
     "AsyncSupervisorClient",
+    "ProgressCallback",
     "PromptInfo",
     "PromptResult",
     "ReloadSummary",
@@ -97,6 +106,9 @@ CALL_WAIT_WITHOUT_TIMEOUT: Final = (
 )
 RELOAD_WAIT: Final = 30.0  # seconds for a reload: removed servers' workers get up to 10 s each to stop
 REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client stops waiting
+
+ProgressCallback = Callable[[float, float | None, str | None], object]
+"""``fn(progress, total, message)``; for ``AsyncSupervisorClient`` it may also be a coroutine function."""
 
 _decode_result = msgspec.msgpack.Decoder(ToolResult).decode
 _encode_arguments = msgspec.msgpack.Encoder().encode
@@ -134,11 +146,17 @@ def _new_socket(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socke
     return sock
 
 
-def _call_request(id: int, name: str, arguments: Mapping[str, Any] | None, timeout: float | None) -> CallTool:
+def _call_request(
+    id: int, name: str, arguments: Mapping[str, Any] | None, timeout: float | None, progress: bool = False
+) -> CallTool:
     if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     return CallTool(
-        id=id, name=name, arguments=msgspec.Raw(_encode_arguments(arguments or {})), timeout=timeout
+        id=id,
+        name=name,
+        arguments=msgspec.Raw(_encode_arguments(arguments or {})),
+        timeout=timeout,
+        progress=progress,
     )
 
 
@@ -265,14 +283,17 @@ class SupervisorClient:
         timeout: float | None = None,
         *,
         raise_on_error: bool = True,
+        progress: ProgressCallback | None = None,
     ) -> ToolResult:
         """Call a prefixed tool; ``timeout`` (seconds) defaults to the server's ``toolTimeout``.
 
         Raises ``ToolExecutionError`` when the tool reports ``isError`` (unless
         ``raise_on_error=False``), and another ``SupervisorError`` when there is no result.
+        ``progress(progress, total, message)`` is called in this thread for each progress
+        notification that arrives while the call waits (an exception it raises ends the wait).
         """
-        request = _call_request(next(self._ids), name, arguments, timeout)
-        return _result(self._request(request, _call_wait(timeout)), name, raise_on_error)
+        request = _call_request(next(self._ids), name, arguments, timeout, progress is not None)
+        return _result(self._request(request, _call_wait(timeout), progress), name, raise_on_error)
 
     def list_resources(
         self, server: str | None = None, *, timeout: float | None = None
@@ -345,7 +366,9 @@ class SupervisorClient:
             self._local.sock = sock
         return sock
 
-    def _request(self, request: FrontRequest, wait: float | None = None) -> FrontReply:
+    def _request(
+        self, request: FrontRequest, wait: float | None = None, progress: ProgressCallback | None = None
+    ) -> FrontReply:
         sock = self._socket()
         wait = self.request_timeout if wait is None else wait
         sock.send(encode(request))
@@ -357,6 +380,10 @@ class SupervisorClient:
                 reply: FrontReply = decode_front_reply(sock.recv())
             except msgspec.DecodeError as exc:
                 raise SupervisorError(f"undecodable reply from {self.endpoint}: {exc}") from exc
+            if isinstance(reply, CallProgress):
+                if progress is not None and reply.id == request.id:
+                    progress(reply.progress, reply.total, reply.message)
+                continue
             if reply.id == request.id:
                 return reply
             # a late reply to an earlier request this thread gave up on: drop it
@@ -374,7 +401,7 @@ class AsyncSupervisorClient:
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._sock: zmq.Socket[bytes] | None = None
         self._ids = itertools.count(1)
-        self._waiters: dict[int, tuple[anyio.Event, list[FrontReply]]] = {}
+        self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._reading: anyio.CancelScope | None = None
 
@@ -418,10 +445,11 @@ class AsyncSupervisorClient:
         timeout: float | None = None,
         *,
         raise_on_error: bool = True,
+        progress: ProgressCallback | None = None,
     ) -> ToolResult:
-        """As ``SupervisorClient.call_tool``."""
-        request = _call_request(next(self._ids), name, arguments, timeout)
-        return _result(await self._request(request, _call_wait(timeout)), name, raise_on_error)
+        """As ``SupervisorClient.call_tool``; ``progress`` may be a coroutine function (it is awaited)."""
+        request = _call_request(next(self._ids), name, arguments, timeout, progress is not None)
+        return _result(await self._request(request, _call_wait(timeout), progress), name, raise_on_error)
 
     async def list_resources(
         self, server: str | None = None, *, timeout: float | None = None
@@ -476,26 +504,33 @@ class AsyncSupervisorClient:
         wait = max(self.request_timeout, RELOAD_WAIT)
         return _expect(await self._request(Reload(id=next(self._ids)), wait), Reloaded).summary
 
-    async def _request(self, request: FrontRequest, wait: float | None = None) -> FrontReply:
+    async def _request(
+        self, request: FrontRequest, wait: float | None = None, progress: ProgressCallback | None = None
+    ) -> FrontReply:
         sock = self._sock
         if sock is None:
             raise SupervisorError("use the client as 'async with AsyncSupervisorClient() as sup'")
         wait = self.request_timeout if wait is None else wait
-        done, slot = anyio.Event(), list[FrontReply]()
-        self._waiters[request.id] = (done, slot)
-        try:
-            sock.send(encode(request), zmq.NOBLOCK)
-            self._wake_reader_if_readable()
-            with anyio.move_on_after(wait):
-                await done.wait()
-        finally:
-            del self._waiters[request.id]
-        if not slot:
-            raise SupervisorUnreachableError(
-                f"no answer from the supervisor at {self.endpoint} within {wait:g} s"
-            )
-        reply: FrontReply = slot[0]
-        return reply
+        # Unbounded, but the supervisor sends one terminal reply and a few progress notifications a second.
+        send, receive = anyio.create_memory_object_stream[FrontReply](math.inf)
+        with send, receive:
+            self._waiters[request.id] = send
+            try:
+                sock.send(encode(request), zmq.NOBLOCK)
+                self._wake_reader_if_readable()
+                with anyio.move_on_after(wait):
+                    async for reply in receive:
+                        if not isinstance(reply, CallProgress):
+                            return reply
+                        if progress is not None and inspect.isawaitable(
+                            notified := progress(reply.progress, reply.total, reply.message)
+                        ):
+                            await notified
+            finally:
+                del self._waiters[request.id]
+        raise SupervisorUnreachableError(
+            f"no answer from the supervisor at {self.endpoint} within {wait:g} s"
+        )
 
     def _wake_reader_if_readable(self) -> None:
         # A send can consume the FD's edge while the reader waits on it.
@@ -516,8 +551,7 @@ class AsyncSupervisorClient:
                         continue  # not from a supervisor we understand; nobody is waiting for it
                     waiter = self._waiters.get(reply.id)
                     if waiter is not None:
-                        waiter[1].append(reply)
-                        waiter[0].set()
+                        waiter.send_nowait(reply)
             except zmq.Again:
                 pass
             with anyio.CancelScope() as scope:

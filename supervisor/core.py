@@ -9,7 +9,8 @@ whichever task has them (sends never block).
 A call's life: look the prefixed name up in the registry (unknown ->
 ``UNKNOWN_TOOL``, server not ready -> ``UNAVAILABLE`` at once), give it a
 supervisor-wide call id, send ``Invoke`` to the server's live worker with the
-budget, and remember (caller, id, deadline). The worker answers by the budget;
+budget, and remember (caller, id, deadline). The worker answers by the budget (a call that asked for
+progress first gets the worker's ``InvokeProgress`` relayed as ``CallProgress``);
 if it does not (a wedged worker), the deadline timer answers ``TIMEOUT`` a
 margin later. When a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR``
 when a remote server's connection was lost).
@@ -37,6 +38,7 @@ from supervisor.keeper import Keeper
 from supervisor.paths import default_events_endpoint, ipc_path
 from supervisor.protocol import (
     EVENT_TOPICS,
+    CallProgress,
     CallResult,
     CallTool,
     Done,
@@ -51,6 +53,7 @@ from supervisor.protocol import (
     Heartbeat,
     Invoke,
     InvokeFailed,
+    InvokeProgress,
     InvokeResult,
     Listing,
     ListPrompts,
@@ -111,6 +114,7 @@ class Pending:
     tool: str
     what: str = ""  # for resources and prompts requests: what was asked
     gather: Gather | None = None  # for listings: where the answer goes
+    progress: bool = False  # the caller asked for CallProgress replies
 
 
 _LIST_METHODS: Final[dict[type, FetchMethod]] = {
@@ -341,13 +345,15 @@ class Supervisor:
         self._next_call += 1
         call = self._next_call
         deadline = trio.current_time() + budget + DEADLINE_MARGIN
-        invoke = Invoke(call=call, tool=route.tool, arguments=request.arguments, budget=budget)
+        invoke = Invoke(
+            call=call, tool=route.tool, arguments=request.arguments, budget=budget, progress=request.progress
+        )
         try:
             self._worker_send(keeper.identity, encode(invoke))
         except Unroutable:
             self._unavailable(caller, request.id, keeper)
             return
-        self._pending[call] = Pending(caller, request.id, keeper, route.tool)
+        self._pending[call] = Pending(caller, request.id, keeper, route.tool, progress=request.progress)
         keeper.inflight.add(call)
         heapq.heappush(self._deadlines, (deadline, call))
         if self._timer is not None and deadline < self._timer.deadline:
@@ -609,6 +615,8 @@ class Supervisor:
                             if code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS"):  # the caller's mistakes
                                 log.error("server %r: %s: %s", keeper.name, code, message)
                             self._answer_error(pending, code, f"server {keeper.name!r}: {message}")
+                    case InvokeProgress():
+                        self._relay_progress(event, keeper)
                     case Started(server_pid=pid):
                         keeper.started(pid)
                     case Ready():
@@ -617,6 +625,15 @@ class Supervisor:
                         keeper.tools_changed(event)
                     case Heartbeat():
                         pass
+
+    def _relay_progress(self, event: InvokeProgress, keeper: Keeper) -> None:
+        """To a caller that asked for progress, while its call is pending (after its answer, dropped)."""
+        pending = self._pending.get(event.call)
+        if pending is not None and pending.keeper is keeper and pending.progress:
+            progress = CallProgress(
+                id=pending.id, progress=event.progress, total=event.total, message=event.message
+            )
+            self._reply(pending.caller, progress)
 
     def _settle(self, call: int, keeper: Keeper) -> Pending | None:
         pending = self._pending.get(call)

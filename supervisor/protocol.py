@@ -4,7 +4,8 @@ Two links use this module:
 
 - the *front* link: agents and the CLI (a DEALER in ``supervisor.client``) talk
   to the supervisor's ROUTER. Requests are ``FrontRequest``; each gets exactly
-  one ``FrontReply`` carrying the caller's ``id``.
+  one terminal ``FrontReply`` carrying the caller's ``id`` (a ``CallTool`` that
+  asked for progress may first get ``CallProgress`` replies, which are not terminal).
 - the *worker* link: each worker process (a DEALER in ``workers.worker``)
   talks to the supervisor's worker ROUTER. The supervisor sends
   ``WorkerCommand``; the worker sends ``WorkerEvent``.
@@ -29,6 +30,7 @@ __all__ = [
     "EVENT_TOPICS",
     "HEARTBEAT",
     "STOP_LINE",
+    "CallProgress",
     "CallResult",
     "CallTool",
     "Done",
@@ -44,6 +46,7 @@ __all__ = [
     "Heartbeat",
     "Invoke",
     "InvokeFailed",
+    "InvokeProgress",
     "InvokeResult",
     "ListPrompts",
     "ListResourceTemplates",
@@ -248,12 +251,17 @@ class ListTools(_Message):
 
 
 class CallTool(_Message):
-    """Call a prefixed tool; ``timeout`` is a relative budget in seconds (None: the server's toolTimeout)."""
+    """Call a prefixed tool; ``timeout`` is a relative budget in seconds (None: the server's toolTimeout).
+
+    With ``progress``, the caller also gets the server's progress notifications as ``CallProgress``
+    replies (coalesced, never after the terminal reply); without it, none.
+    """
 
     id: int
     name: str
     arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
     timeout: float | None = None
+    progress: bool = False
 
 
 class GetStatus(_Message):
@@ -395,18 +403,34 @@ class Reloaded(_Message):
     summary: ReloadSummary
 
 
-FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Listing | Reloaded
+class CallProgress(_Message):
+    """Not a terminal reply: a progress notification for a ``CallTool`` that asked for them.
+
+    Any number may precede the call's one terminal reply (``CallResult`` or ``ErrorReply``); none follow it.
+    """
+
+    id: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Listing | Reloaded | CallProgress
 
 # ------------------------------------------------------------------ worker link
 
 
 class Invoke(_Message):
-    """Supervisor -> worker: call ``tool`` (the server's own name) within ``budget`` seconds."""
+    """Supervisor -> worker: call ``tool`` (the server's own name) within ``budget`` seconds.
+
+    With ``progress``, the worker asks the server for progress and relays it as ``InvokeProgress``.
+    """
 
     call: int
     tool: str
     arguments: msgspec.Raw
     budget: float
+    progress: bool = False
 
 
 class Heartbeat(_Message):
@@ -469,7 +493,6 @@ class ToolsChanged(_Message):
     tools: list[WorkerTool]
 
 
-WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | Heartbeat | ToolsChanged
 
 # ------------------------------------------------------------------ events (PUB)
 
@@ -506,6 +529,18 @@ class RegistryVersion(_Message):
 
 Event = RegistryChanged | StateChanged | RegistryVersion
 EVENT_TOPICS: Final = {RegistryChanged: b"registry", StateChanged: b"state", RegistryVersion: b"version"}
+
+
+class InvokeProgress(_Message):
+    """A progress notification for a call whose ``Invoke`` asked for it (coalesced by the worker)."""
+
+    call: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | InvokeProgress | Heartbeat | ToolsChanged
 
 # ------------------------------------------------------------------- codecs
 

@@ -16,7 +16,9 @@ Life of a worker:
    answered from the start;
 3. serve ``Invoke`` commands concurrently, each under its own budget: on
    expiry the caller gets ``TIMEOUT`` and the SDK sends the server
-   ``notifications/cancelled``; probe the server every ``pingInterval``;
+   ``notifications/cancelled``; a call that asks for progress gets the
+   server's notifications as ``InvokeProgress`` (``workers.progress``
+   coalesces them) before its answer; probe the server every ``pingInterval``;
 4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
    status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
 
@@ -49,7 +51,13 @@ from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, Implementation, ToolListChangedNotification
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_PARAMS,
+    CallToolResult,
+    Implementation,
+    ToolListChangedNotification,
+)
 from pydantic import ValidationError
 
 from supervisor import __version__
@@ -62,6 +70,7 @@ from supervisor.protocol import (
     Heartbeat,
     Invoke,
     InvokeFailed,
+    InvokeProgress,
     InvokeResult,
     Ready,
     Started,
@@ -73,6 +82,7 @@ from supervisor.protocol import (
     encode,
 )
 from workers.catalog import Catalog, CatalogError
+from workers.progress import ProgressRelay
 from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
 from workers.requests import ServerRequests
@@ -379,7 +389,10 @@ class Worker:
             log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
         try:
             with trio.fail_after(invoke.budget):
-                result = await client.call_tool(invoke.tool, arguments)
+                if invoke.progress:
+                    result = await self._call_with_progress(client, invoke.call, invoke.tool, arguments)
+                else:
+                    result = await client.call_tool(invoke.tool, arguments)
         except trio.TooSlowError:
             return self._fail(
                 call,
@@ -451,10 +464,27 @@ class Worker:
             return self._fail(fetch.call, "INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
         self._send(InvokeResult(call=fetch.call, result=msgspec.Raw(encode(result))))
 
+    async def _call_with_progress(
+        self, client: Client, call: int, tool: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
+        """``call_tool`` with the server's progress relayed as ``InvokeProgress`` (coalesced), all before
+        the call's own answer."""
+
+        def send(progress: float, total: float | None, message: str | None) -> None:
+            self._send(InvokeProgress(call=call, progress=progress, total=total, message=message))
+
+        relay = ProgressRelay(send)
+        try:
+            return await client.call_tool(tool, arguments, progress_callback=relay)
+        finally:
+            relay.close()
+
     def _fail(self, call: int, code: str, message: str) -> None:
         self._send(InvokeFailed(call=call, code=code, message=message))
 
-    def _send(self, event: Started | Ready | InvokeResult | InvokeFailed | ToolsChanged) -> None:
+    def _send(
+        self, event: Started | Ready | InvokeResult | InvokeFailed | ToolsChanged | InvokeProgress
+    ) -> None:
         self.link.send_nowait([encode(event)])
 
 

@@ -45,6 +45,11 @@ Tools:
                                 as structured content and as JSON text
     hang {}                  -> ``time.sleep(3600)`` inside the handler: blocks the whole event loop, so
                                 the server answers nothing any more (pings included)
+    progress {count, message=""}
+                             -> sends ``count`` progress notifications (when the request has a
+                                progressToken) as fast as it can: progress 1..count, total ``count``,
+                                message "<message> <i>" (none when ``message`` is empty); returns
+                                "sent <count>"
     extra_0 .. extra_{N-1}   -> echo ``text`` (N = TEST_SERVER_EXTRA_TOOLS)
 
 Unknown tools get a JSON-RPC error -32602 ("Unknown tool: <name>").
@@ -222,6 +227,17 @@ async def _change_tools(args: dict[str, Any]) -> types.CallToolResult:
 
 async def _ask(args: dict[str, Any]) -> types.CallToolResult:
     raise AssertionError("ask needs the request context: see _ask_client")
+
+
+async def _progress(args: dict[str, Any]) -> types.CallToolResult:
+    raise AssertionError("progress needs the request context: see _send_progress")
+
+
+async def _send_progress(ctx: ServerRequestContext[Any], args: dict[str, Any]) -> types.CallToolResult:
+    count, message = int(args["count"]), str(args.get("message", ""))
+    for i in range(1, count + 1):
+        await ctx.session.report_progress(i, count, f"{message} {i}" if message else None)
+    return _text(f"sent {count}")
 
 
 def _ask_client(params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
@@ -459,6 +475,14 @@ def build_tools(extra: int) -> list[tuple[types.Tool, ToolFn]]:
         ),
         (
             tool(
+                "progress",
+                "Send count progress notifications as fast as possible, then answer.",
+                _schema({"count": INTEGER, "message": {**STRING, "default": ""}}, ["count"]),
+            ),
+            _progress,
+        ),
+        (
+            tool(
                 "ask",
                 "Ask the client for input (elicitation) with the given form schema.",
                 _schema({"message": STRING, "schema": {"type": "object"}}),
@@ -586,6 +610,8 @@ def build_server() -> Server[Any]:
                 return _ask_client(params)
             if fn is _change_tools:
                 return await change_tools(params.arguments or {})
+            if fn is _progress:
+                return await _send_progress(ctx, params.arguments or {})
             return await fn(params.arguments or {})
         except (KeyError, TypeError, ValueError) as exc:
             raise MCPError(

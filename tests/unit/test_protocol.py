@@ -11,6 +11,7 @@ import pytest
 from supervisor.config import ServerSpec
 from supervisor.protocol import (
     ERROR_CODES,
+    CallProgress,
     CallResult,
     CallTool,
     Done,
@@ -19,6 +20,7 @@ from supervisor.protocol import (
     Heartbeat,
     Invoke,
     InvokeFailed,
+    InvokeProgress,
     InvokeResult,
     ListTools,
     Ping,
@@ -50,6 +52,7 @@ FRONT_REQUESTS: list[Any] = [
     ListTools(id=1),
     CallTool(id=2, name="mcp_s_echo", arguments=msgspec.Raw(encode(ARGS)), timeout=2.5),
     CallTool(id=3, name="mcp_s_echo"),
+    CallTool(id=9, name="mcp_s_long", timeout=60.0, progress=True),
     GetStatus(id=4),
     Restart(id=5, server="git"),
     Stop(id=7, server="git"),
@@ -94,9 +97,12 @@ FRONT_REPLIES: list[Any] = [
     ),
     Done(id=4),
     ErrorReply(id=5, code="UNKNOWN_TOOL", message="no tool 'x'"),
+    CallProgress(id=6, progress=2.5, total=5.0, message="half way"),
+    CallProgress(id=6, progress=3.0),
 ]
 WORKER_COMMANDS: list[Any] = [
     Invoke(call=1, tool="echo", arguments=msgspec.Raw(encode(ARGS)), budget=30.0),
+    Invoke(call=2, tool="long", arguments=msgspec.Raw(encode({})), budget=5.0, progress=True),
     Heartbeat(),
 ]
 WORKER_EVENTS: list[Any] = [
@@ -114,6 +120,8 @@ WORKER_EVENTS: list[Any] = [
     Ready(tools=[]),
     InvokeResult(call=1, result=msgspec.Raw(encode(RESULT))),
     InvokeFailed(call=2, code="SERVER_ERROR", message="bad"),
+    InvokeProgress(call=3, progress=1.0, total=10.0, message="step 1"),
+    InvokeProgress(call=3, progress=2.0),
     Heartbeat(),
 ]
 
@@ -270,6 +278,33 @@ def test_omitted_optional_fields_take_their_defaults() -> None:
 
     assert msgspec.msgpack.decode(msgspec.msgpack.encode({}), type=ToolResult) == ToolResult()
     assert ToolResult().text == "" and ToolResult().content == [] and ToolResult().is_error is False
+
+
+def test_calls_ask_for_no_progress_unless_they_say_so() -> None:
+    old_call = decode_front_request(msgspec.msgpack.encode({"type": "CallTool", "id": 1, "name": "t"}))
+    assert isinstance(old_call, CallTool) and old_call.progress is False
+    old_invoke = decode_worker_command(
+        msgspec.msgpack.encode({"type": "Invoke", "call": 1, "tool": "t", "arguments": {}, "budget": 1.0})
+    )
+    assert isinstance(old_invoke, Invoke) and old_invoke.progress is False
+    assert msgspec.msgpack.decode(encode(CallTool(id=1, name="t", progress=True)))["progress"] is True
+
+
+def test_progress_without_total_or_message_leaves_them_off_the_wire() -> None:
+    assert msgspec.msgpack.decode(encode(CallProgress(id=4, progress=1))) == {
+        "type": "CallProgress",
+        "id": 4,
+        "progress": 1,
+    }
+    event = decode_worker_event(msgspec.msgpack.encode({"type": "InvokeProgress", "call": 2, "progress": 7}))
+    assert event == InvokeProgress(call=2, progress=7.0)
+    assert isinstance(event, InvokeProgress) and event.total is None and event.message is None
+
+
+def test_progress_reply_carries_the_callers_id_like_every_reply() -> None:
+    reply = decode_front_reply(encode(CallProgress(id=42, progress=1.5, total=3, message="m")))
+    assert isinstance(reply, CallProgress)
+    assert (reply.id, reply.progress, reply.total, reply.message) == (42, 1.5, 3.0, "m")
 
 
 def test_message_with_an_unknown_extra_field_still_decodes() -> None:

@@ -45,6 +45,7 @@ BASE_TOOLS = {
     "flood_stderr",
     "garbage_stdout",
     "hang",
+    "progress",
 }
 TEST_TIMEOUT = 20
 MARKER_TIMEOUT = 10
@@ -205,6 +206,22 @@ async def test_echo_returns_its_text() -> None:
             result = await client.call_tool("echo", {"text": "hello"})
     assert not result.is_error
     assert _text_of(result) == "hello"
+
+
+async def test_progress_sends_every_notification_before_its_answer() -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    with trio.fail_after(TEST_TIMEOUT):
+        async with _client() as client:
+            result = await client.call_tool(
+                "progress", {"count": 3, "message": "step"}, progress_callback=on_progress
+            )
+            quiet = await client.call_tool("progress", {"count": 2})  # no progressToken: nothing sent
+    assert _text_of(result) == "sent 3" and _text_of(quiet) == "sent 2"
+    assert sorted(seen) == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
 
 
 async def test_add_returns_the_sum_as_text_and_as_structured_content() -> None:
