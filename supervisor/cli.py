@@ -204,6 +204,7 @@ def _print_progress(progress: float, total: float | None, message: str | None) -
 def cmd_status(args: argparse.Namespace) -> int:
     with SupervisorClient(args.endpoint) as sup:
         rows = sup.status()
+        events = sup.events_endpoint()
     if args.json:
         _print_json([msgspec.to_builtins(row) for row in rows])
     else:
@@ -223,6 +224,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 for r in rows
             ],
         )
+        print(f"events: {events}")
     return 0
 
 

@@ -493,7 +493,6 @@ class ToolsChanged(_Message):
     tools: list[WorkerTool]
 
 
-
 # ------------------------------------------------------------------ events (PUB)
 
 
