@@ -16,7 +16,8 @@ Life of a worker:
    answered from the start;
 3. serve ``Invoke`` commands concurrently, each under its own budget: on
    expiry the caller gets ``TIMEOUT`` and the SDK sends the server
-   ``notifications/cancelled``; probe the server every ``pingInterval``;
+   ``notifications/cancelled``; serve ``Fetch`` (resources and prompts, see
+   ``workers.catalog``) the same way; probe the server every ``pingInterval``;
 4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
    status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
 
