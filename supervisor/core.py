@@ -15,6 +15,11 @@ if it does not (a wedged worker), the deadline timer answers ``TIMEOUT`` a
 margin later. When a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR``
 when a remote server's connection was lost).
 Replies from an incarnation that is no longer attached are dropped.
+
+Resources and prompts travel the same way as ``Fetch`` (same budget, deadline timer and
+crash rules): a read names its server, a prompt's prefixed name is routed by the server prefix
+it carries, and a listing without a server is sent to every ready worker and gathered into one
+``Listing`` (a server that fails is named in it, not fatal to it).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ Life of a worker:
    expiry the caller gets ``TIMEOUT`` and the SDK sends the server
    ``notifications/cancelled``; a call that asks for progress gets the
    server's notifications as ``InvokeProgress`` (``workers.progress``
-   coalesces them) before its answer; probe the server every ``pingInterval``;
+   coalesces them) before its answer; serve ``Fetch`` (resources and prompts,
+   see ``workers.catalog``) the same way; probe the server every ``pingInterval``;
 4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
    status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
 

@@ -65,6 +65,7 @@ Resources and prompts (only with TEST_SERVER_RESOURCES=1; otherwise neither capa
 Environment:
     TEST_SERVER_PAGE_SIZE     page size of tools/list and resources/list, 0 (default) = all in one page
     TEST_SERVER_RESOURCES     "1": offer the resources and prompts above
+    TEST_SERVER_LIST_DELAY    seconds resources/list sleeps before answering (default 0)
     TEST_SERVER_EXTRA_TOOLS   number of extra_* tools (default 0)
     TEST_SERVER_STATE_DIR     directory for the ``slow`` marker files (optional)
     TEST_SERVER_STARTUP_STDERR  one line written to stderr at start (optional)
@@ -574,6 +575,7 @@ async def get_prompt(
 
 def build_server() -> Server[Any]:
     page_size = _env_int("TEST_SERVER_PAGE_SIZE")
+    list_delay = float(os.environ.get("TEST_SERVER_LIST_DELAY") or 0)
     tools = build_tools(_env_int("TEST_SERVER_EXTRA_TOOLS"))
     by_name = {t.name: fn for t, fn in tools}
 
@@ -586,6 +588,8 @@ def build_server() -> Server[Any]:
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        if list_delay > 0:
+            await anyio.sleep(list_delay)
         page, next_cursor = _page(RESOURCES, params, page_size)
         return types.ListResourcesResult(resources=page, next_cursor=next_cursor)
 

@@ -16,16 +16,26 @@ from supervisor.protocol import (
     CallTool,
     Done,
     ErrorReply,
+    Fetch,
+    GetPrompt,
     GetStatus,
     Heartbeat,
     Invoke,
     InvokeFailed,
     InvokeProgress,
     InvokeResult,
+    Listing,
+    ListPrompts,
+    ListResources,
+    ListResourceTemplates,
     ListTools,
     Ping,
+    PromptInfo,
+    ReadResource,
     Ready,
+    ResourceInfo,
     Restart,
+    ServerFailure,
     ServerStatus,
     Start,
     Started,
@@ -58,6 +68,12 @@ FRONT_REQUESTS: list[Any] = [
     Stop(id=7, server="git"),
     Start(id=8, server="git"),
     Ping(id=6),
+    ListResources(id=9),
+    ListResourceTemplates(id=10, server="files", timeout=3.0),
+    ListPrompts(id=11, server="files"),
+    ReadResource(id=12, server="files", uri="file:///notes/todo.md", timeout=2.0),
+    GetPrompt(id=13, name="mcp_files_summarize", arguments=msgspec.Raw(encode({"topic": "x"}))),
+    GetPrompt(id=14, name="summarize", server="files"),
 ]
 FRONT_REPLIES: list[Any] = [
     ToolList(
@@ -99,11 +115,32 @@ FRONT_REPLIES: list[Any] = [
     ErrorReply(id=5, code="UNKNOWN_TOOL", message="no tool 'x'"),
     CallProgress(id=6, progress=2.5, total=5.0, message="half way"),
     CallProgress(id=6, progress=3.0),
+    Listing(
+        id=6,
+        parts=[
+            msgspec.Raw(
+                encode([ResourceInfo(server="s", uri="test://doc/1", name="doc", mime_type="text/plain")])
+            ),
+            msgspec.Raw(encode([PromptInfo(name="mcp_t_p", server="t", original_name="p")])),
+        ],
+        failures=[ServerFailure(server="u", code="TIMEOUT", message="too slow")],
+    ),
+    Listing(id=7),
 ]
 WORKER_COMMANDS: list[Any] = [
     Invoke(call=1, tool="echo", arguments=msgspec.Raw(encode(ARGS)), budget=30.0),
     Invoke(call=2, tool="long", arguments=msgspec.Raw(encode({})), budget=5.0, progress=True),
     Heartbeat(),
+    Fetch(call=2, method="resources/list", budget=5.0),
+    Fetch(call=3, method="resources/read", budget=5.0, target="test://doc/1"),
+    Fetch(
+        call=4,
+        method="prompts/get",
+        budget=5.0,
+        target="mcp_s_p",
+        prefixed=True,
+        arguments=msgspec.Raw(encode({"a": "b"})),
+    ),
 ]
 WORKER_EVENTS: list[Any] = [
     Started(server_pid=42),

@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from supervisor.protocol import WorkerTool
-from supervisor.registry import MAX_NAME_LENGTH, Registry, Route, prefixed_name, sanitize, schema_problem
+from supervisor.registry import (
+    MAX_NAME_LENGTH,
+    Registry,
+    Route,
+    prefixed_name,
+    prefixed_names,
+    sanitize,
+    schema_problem,
+    server_of,
+)
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -458,3 +467,39 @@ def test_a_name_cut_at_64_characters_never_ends_in_an_underscore() -> None:
     name = prefixed_name("s", "a" * 57 + ".b")
     assert not name.endswith("_")
     assert name == "mcp_s_" + "a" * 57
+
+
+# --- prompt names ----------------------------------------------------------------------------
+
+
+def test_prompts_are_named_as_tools_are() -> None:
+    assert prefixed_names("files", ["summarize", "plain prompt/v1"]) == {
+        "mcp_files_summarize": "summarize",
+        "mcp_files_plain_prompt_v1": "plain prompt/v1",
+    }
+
+
+def test_prompts_that_map_to_one_name_keep_both_the_later_with_a_stable_suffix() -> None:
+    first = prefixed_names("s", ["a b", "a.b"])
+    assert list(first.values()) == ["a b", "a.b"]
+    plain, suffixed = list(first)
+    assert plain == "mcp_s_a_b" and re.fullmatch(r"mcp_s_a_b_[0-9a-f]{8}", suffixed)
+    assert prefixed_names("s", ["a b", "a.b"]) == first
+
+
+def test_long_prompt_names_are_cut_and_stay_distinct() -> None:
+    names = prefixed_names("server", ["x" * 100, "x" * 99])
+    assert len(names) == 2 and all(len(name) <= MAX_NAME_LENGTH for name in names)
+
+
+def test_a_prefixed_name_resolves_to_the_server_whose_prefix_it_carries() -> None:
+    assert server_of("mcp_files_summarize", ["time", "files"]) == "files"
+    assert server_of("mcp_my_server_p", ["my.server"]) == "my.server"  # the prefix is sanitised
+    assert server_of("mcp_files", ["files"]) is None  # no prompt part
+    assert server_of("summarize", ["files"]) is None
+    assert server_of("mcp_other_p", ["files"]) is None
+
+
+def test_the_longest_server_prefix_wins() -> None:
+    assert server_of("mcp_a_b_c", ["a", "a_b"]) == "a_b"
+    assert server_of("mcp_a_c", ["a", "a_b"]) == "a"

@@ -467,3 +467,27 @@ async def test_ignore_sigterm_survives_sigterm_and_stdin_eof_and_dies_only_on_si
             assert await process.wait() == -signal.SIGKILL
     finally:
         await _close_raw_server(process)
+
+
+async def test_resources_and_prompts_are_offered_only_when_asked_for() -> None:
+    with trio.fail_after(TEST_TIMEOUT):
+        async with _client() as client:
+            assert client.server_capabilities.resources is None and client.server_capabilities.prompts is None
+        async with _client(TEST_SERVER_RESOURCES="1", TEST_SERVER_PAGE_SIZE="2") as client:
+            first = await client.list_resources()
+            assert first.next_cursor is not None
+            rest = await client.list_resources(cursor=first.next_cursor)
+            uris = [str(r.uri) for r in first.resources + rest.resources]
+            assert uris == ["test://doc/1", "test://doc/2", "test://image/pixel.png"]
+            doc = (await client.read_resource("test://doc/9")).contents[0]
+            assert isinstance(doc, types.TextResourceContents) and doc.text == "document 9"
+            pixel = (await client.read_resource("test://image/pixel.png")).contents[0]
+            assert (
+                isinstance(pixel, types.BlobResourceContents)
+                and base64.b64decode(pixel.blob)[:4] == b"\x89PNG"
+            )
+            greeting = await client.get_prompt("greet", {"name": "Ann"})
+            assert greeting.messages[0].content == types.TextContent(text="Hello, Ann!")
+            assert [p.name for p in (await client.list_prompts()).prompts] == ["greet", "plain prompt/v1"]
+            with pytest.raises(MCPError, match="Resource not found"):
+                await client.read_resource("test://nothing")
