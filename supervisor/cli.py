@@ -14,7 +14,6 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -27,7 +26,6 @@ from supervisor.config import ConfigError, load_config
 from supervisor.errors import BadRequestError, SupervisorError, SupervisorUnreachableError
 from supervisor.paths import ENDPOINT_ENV, ensure_runtime_dir, ipc_path, resolve_endpoint, runtime_dir
 from supervisor.protocol import RegistryChanged, StateChanged
-from supervisor.reload import ReloadRejected
 
 if TYPE_CHECKING:
     from supervisor.core import Supervisor
@@ -103,7 +101,7 @@ async def _serve(supervisor: Supervisor) -> None:
             async for signum in signals:
                 if signum == signal.SIGHUP:
                     log.info("SIGHUP received; reloading the config")
-                    nursery.start_soon(_reload, supervisor)
+                    supervisor.reload_nowait()
                     continue
                 grace = supervisor.config.settings.shutdown_grace  # as the last reload left it
                 log.info(
@@ -116,11 +114,6 @@ async def _serve(supervisor: Supervisor) -> None:
                 draining.cancel_scope.cancel()
             nursery.cancel_scope.cancel()
     log.info("stopped")
-
-
-async def _reload(supervisor: Supervisor) -> None:
-    with suppress(ReloadRejected):  # logged by the supervisor, which keeps running as it was
-        await supervisor.reload()
 
 
 async def _cut_short(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:

@@ -324,8 +324,7 @@ class Supervisor:
                     case GetPrompt():
                         self._get_prompt(caller, request)
                     case Reload(id=id):
-                        assert self._tasks is not None
-                        self._tasks.start_soon(self._reload_for, caller, id)
+                        self.reload_nowait(caller, id)
 
     def _call(self, caller: bytes, request: CallTool) -> None:
         if self._draining:
@@ -527,13 +526,22 @@ class Supervisor:
 
     # ---------------------------------------------------------------- reload
 
-    async def _reload_for(self, caller: bytes, id: int) -> None:
+    def reload_nowait(self, caller: bytes | None = None, id: int = 0) -> None:
+        """Start a reload (SIGHUP, or a front request from ``caller``, answered when it is done)."""
+        assert self._tasks is not None
+        self._tasks.start_soon(self._reload_for, caller, id)
+
+    async def _reload_for(self, caller: bytes | None, id: int) -> None:
+        reply: FrontReply
         try:
-            summary = await self.reload()
-        except ReloadRejected as exc:
-            self._error(caller, id, "BAD_REQUEST", str(exc))
-        else:
-            self._reply(caller, Reloaded(id=id, summary=summary))
+            reply = Reloaded(id=id, summary=await self.reload())
+        except ReloadRejected as exc:  # logged
+            reply = ErrorReply(id=id, code="BAD_REQUEST", message=str(exc))
+        except Exception as exc:  # boundary: a bug in a reload must not end the supervisor
+            log.exception("reload failed")
+            reply = ErrorReply(id=id, code="INTERNAL", message=f"reload failed: {type(exc).__name__}: {exc}")
+        if caller is not None:
+            self._reply(caller, reply)
 
     async def reload(self) -> ReloadSummary:
         """Re-read the config file and apply what changed (one reload at a time); returns once

@@ -18,6 +18,8 @@ and once it has spoken it must answer heartbeats; either failure kills it
 Operator commands never count as failures and are never undone by the
 policy: ``stop`` holds the server stopped; ``start`` and ``restart`` reset the
 counters; concurrent restarts coalesce into one until the new worker is ready.
+A config reload hands a keeper its new spec (``reconfigure``): a restart with
+it, or a stop if it is now disabled; a stopped server stays stopped.
 Shutdown is cancellation: the shielded, bounded clean-up of the live
 incarnation closes its lifeline and reaps the worker and its server.
 """
