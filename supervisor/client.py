@@ -433,7 +433,9 @@ class AsyncSupervisorClient:
     async def watch(self) -> AsyncEventWatch:
         """A subscription to registry and state events: ``async with await sup.watch() as events``."""
         reply = _expect(await self._request(GetStatus(id=next(self._ids))), StatusReply)
-        return AsyncEventWatch(reply.events)
+        watch = AsyncEventWatch(reply.events)
+        await watch.join()
+        return watch
 
     async def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in await self.list_tools()]

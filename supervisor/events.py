@@ -129,6 +129,30 @@ class AsyncEventWatch:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._sock = _subscriber(self._ctx, endpoint)
+        self._early: list[PublicEvent] = []
+
+    async def join(self, timeout: float = JOIN_TIMEOUT) -> None:
+        """Wait until the subscription is live (the first event, at most a beacon interval away)."""
+        with anyio.move_on_after(timeout):
+            event = await self._next_any()
+            if isinstance(event, (RegistryChanged, StateChanged)):
+                self._early.append(event)
+            return
+        self.close()
+        raise SupervisorUnreachableError(f"no events from {self.endpoint} within {timeout:g} s")
+
+    async def _next_any(self) -> Event:
+        fd = fd_of(self._sock)
+        while True:
+            try:
+                frames = self._sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                if not readable(self._sock):
+                    await anyio.wait_readable(fd)
+                continue
+            event = _decode(frames)
+            if event is not None:
+                return event
 
     async def __aenter__(self) -> Self:
         return self
@@ -144,15 +168,10 @@ class AsyncEventWatch:
         return self._events()
 
     async def _events(self) -> AsyncIterator[PublicEvent]:
-        fd = fd_of(self._sock)
+        while self._early:
+            yield self._early.pop(0)
         while True:
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                if not readable(self._sock):
-                    await anyio.wait_readable(fd)
-                continue
-            event = _decode(frames)
+            event = await self._next_any()
             if isinstance(event, (RegistryChanged, StateChanged)):
                 yield event
 

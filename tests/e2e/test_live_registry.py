@@ -8,6 +8,7 @@ cache that never asks the supervisor again, or ``mcp-supervisor events``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
+from supervisor.client import AsyncSupervisorClient
 from supervisor.protocol import RegistryChanged, StateChanged
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 
@@ -113,3 +115,19 @@ def test_events_command_prints_json_lines(start_supervisor: Start) -> None:
     line = json.loads(out.strip().splitlines()[0])
     assert line["event"] == "RegistryChanged" and line["server"] == "test"
     assert line["added"][0]["name"].startswith("mcp_test_t")
+
+
+def test_async_watch_sees_a_new_tool_on_asyncio(start_supervisor: Start) -> None:
+    sup = start_supervisor({"live": stdio_test_server()})
+
+    async def main() -> RegistryChanged:
+        async with AsyncSupervisorClient(sup.endpoint) as client, await client.watch() as events:
+            await client.call_tool("mcp_live_change_tools", {"add": ["async_fresh"]})
+            async with asyncio.timeout(15):
+                async for event in events:
+                    if isinstance(event, RegistryChanged):
+                        return event
+        raise AssertionError("the event stream ended")
+
+    event = asyncio.run(main())
+    assert (event.server, [info.name for info in event.added]) == ("live", ["mcp_live_async_fresh"])
