@@ -229,7 +229,7 @@ def cmd_events(args: argparse.Namespace) -> int:
             print(f"watching {events.endpoint} (Ctrl-C to stop)", file=sys.stderr)
         for event in events:
             if args.json:
-                print(json.dumps({"event": type(event).__name__, **msgspec.to_builtins(event)}), flush=True)
+                print(json.dumps(msgspec.to_builtins(event)), flush=True)  # "type" names the event
             else:
                 print(_describe(event), flush=True)
             seen += 1

@@ -113,7 +113,7 @@ def test_events_command_prints_json_lines(start_supervisor: Start) -> None:
         events.kill()
     assert events.returncode == 0, err
     line = json.loads(out.strip().splitlines()[0])
-    assert line["event"] == "RegistryChanged" and line["server"] == "test"
+    assert line["type"] == "RegistryChanged" and line["server"] == "test"
     assert line["added"][0]["name"].startswith("mcp_test_t")
 
 
