@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
 CLI = "import sys; from supervisor.cli import main; sys.exit(main())"
+LEGACY_SERVER = Path(__file__).parent.parent / "servers" / "legacy_server.py"
 
 
 def test_a_server_that_adds_and_removes_tools_updates_registry_watchers_and_caches(
@@ -131,3 +133,20 @@ def test_async_watch_sees_a_new_tool_on_asyncio(start_supervisor: Start) -> None
 
     event = asyncio.run(main())
     assert (event.server, [info.name for info in event.added]) == ("live", ["mcp_live_async_fresh"])
+
+
+def test_a_handshake_era_server_announcing_a_change_by_notification_is_listed_again(
+    start_supervisor: Start,
+) -> None:
+    legacy = {"command": sys.executable, "args": [str(LEGACY_SERVER)]}
+    sup = start_supervisor({"old": legacy})
+    before = sup.client.tool_list()
+    assert {tool.name for tool in before.tools} == {"mcp_old_echo", "mcp_old_add_tool"}
+    with sup.client.watch() as events:
+        assert sup.client.call_tool("mcp_old_add_tool", {"name": "newer"}).text == "added newer"
+        event = events.next(timeout=15)
+        while isinstance(event, StateChanged):
+            event = events.next(timeout=15)
+    assert isinstance(event, RegistryChanged), event
+    assert ([info.name for info in event.added], event.version) == (["mcp_old_newer"], before.version + 1)
+    assert sup.client.call_tool("mcp_old_newer", {"text": "hello"}).text == "hello"
