@@ -37,6 +37,7 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
@@ -67,6 +68,7 @@ from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
 from supervisor.protocol import (
     HEARTBEAT,
     STOP_LINE,
+    ErrorCode,
     Fetch,
     Heartbeat,
     Invoke,
@@ -388,82 +390,71 @@ class Worker:
             return self._fail(call, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}")
         if log.isEnabledFor(logging.DEBUG):
             log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
-        try:
-            with trio.fail_after(invoke.budget):
-                if invoke.progress:
-                    result = await self._call_with_progress(client, invoke.call, invoke.tool, arguments)
-                else:
-                    result = await client.call_tool(invoke.tool, arguments)
-        except trio.TooSlowError:
-            return self._fail(
-                call,
-                "TIMEOUT",
-                f"tool {invoke.tool!r} ran past its {invoke.budget:g} s budget; the server was sent a cancel",
-            )
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                # The session is gone: end the worker; the supervisor fails this call
-                # with WORKER_CRASHED and the server's last stderr lines.
-                if not await self._server_exits():
-                    log.error(
-                        "the connection to the server closed during a call to %r%s",
-                        invoke.tool,
-                        self.http.cause(self.boot.spec.url),
-                    )
-                    self._end(WorkerExit.SERVER_DIED)
-                return None
-            code = "INVALID_ARGUMENTS" if exc.code == INVALID_PARAMS else "SERVER_ERROR"
-            return self._fail(call, code, f"tool {invoke.tool!r}: {exc} (JSON-RPC error {exc.code})")
-        except ValidationError as exc:
-            return self._fail(call, "SERVER_ERROR", f"tool {invoke.tool!r} returned an invalid result: {exc}")
-        except httpx2.HTTPError as exc:
-            return self._fail(
-                call, "SERVER_ERROR", f"tool {invoke.tool!r}: HTTP: {type(exc).__name__}: {exc}"
-            )
-        except Exception as exc:  # boundary: one call's failure must not end the worker
-            log.exception("call to tool %r failed", invoke.tool)
-            return self._fail(call, "INTERNAL", f"tool {invoke.tool!r}: {type(exc).__name__}: {exc}")
-        self._send(InvokeResult(call=call, result=msgspec.Raw(encode(to_tool_result(result)))))
+
+        async def call_tool() -> bytes:
+            if invoke.progress:
+                result = await self._call_with_progress(client, call, invoke.tool, arguments)
+            else:
+                result = await client.call_tool(invoke.tool, arguments)
+            return encode(to_tool_result(result))
+
+        what = f"tool {invoke.tool!r}"
+        await self._answer(call, what, f"a call to {invoke.tool!r}", invoke.budget, call_tool)
 
     async def _fetch(self, client: Client, fetch: Fetch) -> None:
         """A resources or prompts request, under its budget and with the error codes of a tool call."""
         what = f"{fetch.method} {fetch.target}".rstrip()
         log.debug("fetch %s", what)
+
+        async def fetched() -> bytes:
+            return encode(await self.catalog.fetch(client, fetch))
+
+        # A prompt's arguments are the caller's; other requests name nothing the caller can fix.
+        invalid: ErrorCode = "INVALID_ARGUMENTS" if fetch.method == "prompts/get" else "SERVER_ERROR"
+        await self._answer(fetch.call, what, what, fetch.budget, fetched, invalid)
+
+    async def _answer(
+        self,
+        call: int,
+        what: str,
+        during: str,
+        budget: float,
+        work: Callable[[], Awaitable[bytes]],
+        invalid_params: ErrorCode = "INVALID_ARGUMENTS",
+    ) -> None:
+        """Run ``work`` (a request to the server) within ``budget`` and send its result, or the failure
+        with its error code; a closed session ends the worker instead."""
         try:
-            with trio.fail_after(fetch.budget):
-                result = await self.catalog.fetch(client, fetch)
+            with trio.fail_after(budget):
+                result = await work()
         except trio.TooSlowError:
             return self._fail(
-                fetch.call,
-                "TIMEOUT",
-                f"{what} ran past its {fetch.budget:g} s budget; the server was sent a cancel",
+                call, "TIMEOUT", f"{what} ran past its {budget:g} s budget; the server was sent a cancel"
             )
         except CatalogError as exc:
-            return self._fail(fetch.call, exc.code, exc.message)
+            return self._fail(call, exc.code, exc.message)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
+                # The session is gone: end the worker; the supervisor fails this call
+                # (WORKER_CRASHED with the server's last stderr lines, or SERVER_ERROR for a remote one).
                 if not await self._server_exits():
                     log.error(
                         "the connection to the server closed during %s%s",
-                        what,
+                        during,
                         self.http.cause(self.boot.spec.url),
                     )
                     self._end(WorkerExit.SERVER_DIED)
                 return None
-            code = (
-                "INVALID_ARGUMENTS"
-                if exc.code == INVALID_PARAMS and fetch.method == "prompts/get"
-                else "SERVER_ERROR"
-            )
-            return self._fail(fetch.call, code, f"{what}: {exc} (JSON-RPC error {exc.code})")
+            code = invalid_params if exc.code == INVALID_PARAMS else "SERVER_ERROR"
+            return self._fail(call, code, f"{what}: {exc} (JSON-RPC error {exc.code})")
         except ValidationError as exc:
-            return self._fail(fetch.call, "SERVER_ERROR", f"{what} returned an invalid result: {exc}")
+            return self._fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {exc}")
         except httpx2.HTTPError as exc:
-            return self._fail(fetch.call, "SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
+            return self._fail(call, "SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
         except Exception as exc:  # boundary: one request's failure must not end the worker
             log.exception("%s failed", what)
-            return self._fail(fetch.call, "INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
-        self._send(InvokeResult(call=fetch.call, result=msgspec.Raw(encode(result))))
+            return self._fail(call, "INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
+        self._send(InvokeResult(call=call, result=msgspec.Raw(result)))
 
     async def _call_with_progress(
         self, client: Client, call: int, tool: str, arguments: dict[str, Any]
