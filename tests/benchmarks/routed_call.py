@@ -1,6 +1,6 @@
 """Benchmark: a tool call routed through mcp-supervisor vs a direct in-process ``mcp.Client`` call.
 
-    .venv/bin/python tests/bench_routed_call.py [--server test|time|all] [--calls N] [--concurrency C]
+    .venv/bin/python -m tests.benchmarks.routed_call [--server test|time|all] [--calls N] [--concurrency C]
 
 Both paths talk to the same kind of stdio server, in the same run, in alternating blocks (ABBA order) so
 drift on a shared machine hits both alike. Not a test: pytest only collects ``test_*.py``.
@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +25,18 @@ import trio
 from mcp import Client, StdioServerParameters
 
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.errors import SupervisorUnreachableError
+from tests.benchmarks.common import (
+    REPO,
+    AsyncCall,
+    Samples,
+    launch_supervisor,
+    percentile,
+    run_block,
+    stop_supervisor,
+    wait_ready,
+)
 
-REPO = Path(__file__).resolve().parents[1]
 BIN = os.path.dirname(sys.executable)
-READY_TIMEOUT = 60.0  # seconds for the supervisor and every server to become ready
-STOP_TIMEOUT = 20.0  # seconds for the supervisor to exit after SIGINT
-CLI = "import sys; from supervisor.cli import main; sys.exit(main())"
-
-AsyncCall = Callable[[], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -63,12 +62,6 @@ TARGETS = {
 
 
 @dataclass
-class Samples:
-    ns: list[int] = field(default_factory=list)
-    wall_ns: int = 0  # time the measured blocks took, for calls/s
-
-
-@dataclass
 class Row:
     server: str
     path: str
@@ -86,32 +79,11 @@ class Row:
 ALIGN = [str.ljust, str.ljust, *[str.rjust] * 5]
 
 
-def percentile(ordered: list[int], q: float) -> float:
-    """Nearest-rank percentile, in ms."""
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] / 1e6
-
-
 def _row(server: str, path: str, s: Samples) -> Row:
     ordered = sorted(s.ns)
     n, mean = len(ordered), sum(ordered) / len(ordered) / 1e6
     p50, p99 = percentile(ordered, 0.5), percentile(ordered, 0.99)
     return Row(server, path, n, p50, p99, mean, n / s.wall_ns * 1e9)
-
-
-async def run_block(call: AsyncCall, n: int, concurrency: int, out: Samples) -> None:
-    """``n`` calls spread over ``concurrency`` callers, each timing its own calls back to back."""
-
-    async def caller(count: int) -> None:
-        for _ in range(count):
-            t0 = time.perf_counter_ns()
-            await call()
-            out.ns.append(time.perf_counter_ns() - t0)
-
-    start = time.perf_counter_ns()
-    async with trio.open_nursery() as nursery:
-        for i in range(concurrency):
-            nursery.start_soon(caller, n // concurrency + (i < n % concurrency))
-    out.wall_ns += time.perf_counter_ns() - start
 
 
 async def bench(args: argparse.Namespace, targets: list[Target], sup: SupervisorClient) -> list[Row]:
@@ -155,51 +127,6 @@ async def bench(args: argparse.Namespace, targets: list[Target], sup: Supervisor
 def start_supervisor(targets: list[Target], tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     servers = {t.name: {"command": t.command, "args": t.args} for t in targets}
     return launch_supervisor(servers, tmp)
-
-
-def launch_supervisor(
-    servers: dict[str, Any], tmp: Path, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], str]:
-    """``mcp-supervisor run`` on a config of ``servers``, its files (config, socket, log) in ``tmp``."""
-    config = tmp / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": servers}))
-    endpoint = f"ipc://{tmp / 's.sock'}"
-    command = [sys.executable, "-c", CLI, "run", str(config), "--endpoint", endpoint]
-    with open(tmp / "supervisor.log", "wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
-    return proc, endpoint
-
-
-def wait_ready(sup: SupervisorClient, proc: subprocess.Popen[bytes], count: int) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < READY_TIMEOUT:
-        if proc.poll() is not None:
-            raise RuntimeError(f"supervisor exited with code {proc.returncode} before it was ready")
-        try:
-            rows = sup.status()
-        except SupervisorUnreachableError:
-            rows = []
-        if failed := [f"{r.server}: {r.last_error}" for r in rows if r.state == "failed"]:
-            raise RuntimeError(f"server failed: {'; '.join(failed)}")
-        if len(rows) == count and all(r.state == "ready" for r in rows):
-            return time.monotonic() - start
-        time.sleep(0.02)  # a poll interval, bounded by READY_TIMEOUT
-    raise RuntimeError(f"supervisor not ready within {READY_TIMEOUT:g} s")
-
-
-def stop_supervisor(proc: subprocess.Popen[bytes], problems: list[str]) -> float:
-    start = time.monotonic()
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            problems.append(f"supervisor did not exit within {STOP_TIMEOUT:g} s of SIGINT; killed")
-            proc.kill()
-            proc.wait()
-    if proc.returncode not in (0, -signal.SIGINT):
-        problems.append(f"supervisor exited with code {proc.returncode}")
-    return time.monotonic() - start
 
 
 def report(rows: list[Row], machine: dict[str, Any], extra: list[str]) -> dict[str, dict[str, float]]:

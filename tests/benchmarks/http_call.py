@@ -1,6 +1,6 @@
 """Benchmark: a tool call over streamable HTTP, direct (``mcp.Client``) vs routed through mcp-supervisor.
 
-    .venv/bin/python tests/bench_http_call.py [--calls N] [--concurrency C] [--warmup W] [--blocks B]
+    .venv/bin/python -m tests.benchmarks.http_call [--calls N] [--concurrency C] [--warmup W] [--blocks B]
 
 The server is the npm reference server ``@modelcontextprotocol/server-everything`` over streamable
 HTTP on 127.0.0.1 (its ``echo`` tool). Four paths, in the same run, in alternating blocks (ABBA
@@ -44,7 +44,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from tests.bench_routed_call import (
+from tests.benchmarks.common import (
     REPO,
     AsyncCall,
     Samples,
@@ -66,7 +66,7 @@ TOOL, ARGUMENTS = "echo", {"message": "hi"}
 
 # On the PYTHONPATH of the "routed, SDK client" supervisor and so imported by its workers at start-up.
 SDK_CLIENT_SITECUSTOMIZE = """\
-# Written by tests/bench_http_call.py: this supervisor's workers use the SDK's own HTTP client.
+# Written by -m tests.benchmarks.http_call: this supervisor's workers use the SDK's own HTTP client.
 import workers.remote
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -194,7 +194,7 @@ async def bench(
         def routed_call(sup: SupervisorClient, name: str, asup: AsyncSupervisorClient | None) -> AsyncCall:
             async def call() -> None:
                 if asup is None:
-                    # Concurrency 1: the blocking client, as an agent would use it (see bench_routed_call).
+                    # Concurrency 1: the blocking client, as an agent would use it (see routed_call).
                     sup.call_tool(name, ARGUMENTS)
                 else:
                     await asup.call_tool(name, ARGUMENTS)

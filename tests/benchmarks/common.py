@@ -1,0 +1,129 @@
+"""Shared pieces of the benchmark scripts: timing, percentiles, a supervisor to measure, and tables.
+
+Scripts, not tests: pytest only collects ``test_*.py``. Run them from the repository root with the
+project's venv, e.g. ``.venv/bin/python -m tests.benchmarks.latency``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from supervisor.client import SupervisorClient
+from supervisor.errors import SupervisorUnreachableError
+
+REPO = Path(__file__).resolve().parents[2]
+READY_TIMEOUT = 120.0  # seconds for the supervisor and every server to become ready
+STOP_TIMEOUT = 20.0  # seconds for the supervisor to exit after SIGINT
+CLI = "import sys; from supervisor.cli import main; sys.exit(main())"
+
+AsyncCall = Callable[[], Awaitable[object]]
+
+
+@dataclass
+class Samples:
+    ns: list[int] = field(default_factory=list)
+    wall_ns: int = 0  # time the measured blocks took, for calls/s
+
+
+def percentile(ordered: list[int], q: float) -> float:
+    """Nearest-rank percentile, in ms."""
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] / 1e6
+
+
+async def run_block(call: AsyncCall, n: int, concurrency: int, out: Samples) -> None:
+    """``n`` calls spread over ``concurrency`` callers, each timing its own calls back to back."""
+
+    async def caller(count: int) -> None:
+        for _ in range(count):
+            t0 = time.perf_counter_ns()
+            await call()
+            out.ns.append(time.perf_counter_ns() - t0)
+
+    start = time.perf_counter_ns()
+    async with trio.open_nursery() as nursery:
+        for i in range(concurrency):
+            nursery.start_soon(caller, n // concurrency + (i < n % concurrency))
+    out.wall_ns += time.perf_counter_ns() - start
+
+
+def launch_supervisor(
+    servers: dict[str, Any], tmp: Path, env: dict[str, str] | None = None, extra: dict[str, Any] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``mcp-supervisor run`` on a config of ``servers``, its files (config, socket, log) in ``tmp``."""
+    config = tmp / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": servers, **(extra or {})}))
+    endpoint = f"ipc://{tmp / 's.sock'}"
+    command = [sys.executable, "-c", CLI, "run", str(config), "--endpoint", endpoint]
+    with open(tmp / "supervisor.log", "wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    return proc, endpoint
+
+
+def wait_ready(sup: SupervisorClient, proc: subprocess.Popen[bytes], count: int) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < READY_TIMEOUT:
+        if proc.poll() is not None:
+            raise RuntimeError(f"supervisor exited with code {proc.returncode} before it was ready")
+        try:
+            rows = sup.status()
+        except SupervisorUnreachableError:
+            rows = []
+        if failed := [f"{r.server}: {r.last_error}" for r in rows if r.state == "failed"]:
+            raise RuntimeError(f"server failed: {'; '.join(failed)}")
+        if len(rows) == count and all(r.state == "ready" for r in rows):
+            return time.monotonic() - start
+        time.sleep(0.02)  # a poll interval, bounded by READY_TIMEOUT
+    raise RuntimeError(f"supervisor not ready within {READY_TIMEOUT:g} s")
+
+
+def stop_supervisor(proc: subprocess.Popen[bytes], problems: list[str]) -> float:
+    start = time.monotonic()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            problems.append(f"supervisor did not exit within {STOP_TIMEOUT:g} s of SIGINT; killed")
+            proc.kill()
+            proc.wait()
+    if proc.returncode not in (0, -signal.SIGINT):
+        problems.append(f"supervisor exited with code {proc.returncode}")
+    return time.monotonic() - start
+
+
+def machine_info(**run: object) -> dict[str, Any]:
+    """What the figures were measured on, and how."""
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "run": " ".join(f"{k}={v}" for k, v in run.items()),
+    }
+
+
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    """A plain-text table: the first column left-aligned, the rest right-aligned."""
+    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
+    for line in (header, *rows):
+        pairs = enumerate(zip(line, widths, strict=True))
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs))
+
+
+def write_json(path: Path | None, data: dict[str, Any]) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n")
