@@ -77,6 +77,7 @@ class SupervisorSettings(
     shutdown_grace: Annotated[float, msgspec.Meta(ge=0)] = 5.0  # seconds in-flight calls get on shutdown
     heartbeat_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # seconds between worker heartbeats
     heartbeat_timeout: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # silence after which a worker is dead
+    worker_spawn: Literal["zygote", "exec"] = "zygote"  # fork workers from a pre-imported process, or exec
 
 
 @dataclass(frozen=True)

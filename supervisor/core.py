@@ -90,6 +90,7 @@ from supervisor.protocol import (
 )
 from supervisor.registry import Diff, Registry, sanitize, server_of
 from supervisor.reload import ReloadPlan, ReloadRejected, plan_reload
+from supervisor.spawn import Spawner
 
 __all__ = ["Supervisor"]
 
@@ -143,6 +144,7 @@ class Supervisor:
         self.worker_endpoint = worker_endpoint
         self.events_endpoint = events_endpoint or default_events_endpoint(endpoint)
         self.registry = Registry()
+        self.spawner = Spawner()
         self.keepers = {name: Keeper(spec, self, config.settings) for name, spec in config.servers.items()}
         self._by_identity: dict[bytes, Keeper] = {}
         self._pending: dict[int, Pending] = {}
@@ -176,7 +178,8 @@ class Supervisor:
         """Start every worker, serve until cancelled, then stop every worker (bounded)."""
         self.bind()
         assert self._front is not None and self._link is not None and self._events is not None
-        become_subreaper()  # a dead worker's escaped descendants come to us, to be killed and reaped
+        # A dead worker's escaped descendants come to us, to be killed and reaped; so do forked workers.
+        self.spawner.can_fork &= become_subreaper()
         try:
             # Cancelling this nursery is the shutdown: each keeper's shielded, bounded
             # clean-up closes its worker's lifeline and reaps worker and server.
@@ -192,6 +195,8 @@ class Supervisor:
                 log.info("listening on %s with %d servers", self.endpoint, len(self.keepers))
                 task_status.started()
         finally:
+            with trio.CancelScope(shield=True):  # bounded: the zygote gets a few seconds to go
+                await self.spawner.aclose()
             self._front.close()
             self._link.close()
             self._events.close(linger=0)
@@ -218,7 +223,10 @@ class Supervisor:
         """Our own children (trio reaps them), or None while one is being forked."""
         if any(keeper.spawning for keeper in self.keepers.values()):
             return None
-        return {keeper.worker_pid for keeper in self.keepers.values() if keeper.worker_pid is not None}
+        pids = {keeper.worker_pid for keeper in self.keepers.values() if keeper.worker_pid is not None}
+        if (zygote := self.spawner.zygote_pid) is not None:
+            pids.add(zygote)
+        return pids
 
     # ------------------------------------------------------------ keepers
 

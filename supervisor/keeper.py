@@ -29,8 +29,6 @@ from __future__ import annotations
 import logging
 import secrets
 import signal
-import subprocess
-import sys
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
@@ -51,6 +49,7 @@ from supervisor.protocol import (
     WorkerExit,
     WorkerState,
 )
+from supervisor.spawn import WorkerProcess
 from supervisor.worker_log import WorkerLog
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ class Keeper:
         self._why = "stopped by an operator"  # what the calls of an incarnation we end are told
         self._wake = trio.Event()  # an operator asked for something
         self._ready = trio.Event()  # the live incarnation said Ready
-        self._process: trio.Process | None = None
+        self._process: WorkerProcess | None = None
         self._ending: Outcome | None = None  # why we are ending the live worker, if we are
         self._kill_reason: str | None = None
         self._started_at = 0.0
@@ -250,12 +249,7 @@ class Keeper:
         self.server_pid = None
         self.spawning = True
         try:
-            process = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "workers", self.name],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
+            process = await self.sup.spawner.spawn(self.name, self.settings.worker_spawn)
         finally:
             self.spawning = False
         self._process = process
@@ -325,7 +319,7 @@ class Keeper:
                 return
             await trio.sleep(min(interval, silent_until - now))
 
-    async def _reap(self, process: trio.Process) -> None:
+    async def _reap(self, process: WorkerProcess) -> None:
         """Make sure the worker and its server are gone; every wait bounded."""
         assert process.stdin is not None
         await _close_lifeline(process.stdin)

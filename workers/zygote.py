@@ -1,0 +1,168 @@
+"""The zygote: a pre-imported process that forks workers in milliseconds.
+
+A fresh worker interpreter spends about a second of CPU importing the MCP SDK,
+httpx, jsonschema, trio and pyzmq, and holds some 70 MB of its own. The
+supervisor instead starts one ``python -m workers --zygote``, which imports all
+of that once, calls ``gc.freeze()`` (so the collector never writes to the
+shared pages), and then forks a worker per request. Nothing here creates trio
+or ZeroMQ state: both are created by the worker after the fork.
+
+The supervisor talks to the zygote over a ``SOCK_SEQPACKET`` socket, the zygote's stdin:
+
+- ready: the zygote sends ``ready`` once its imports are done;
+- request: the server name, with two descriptors attached (``SCM_RIGHTS``):
+  the worker's stdin (its lifeline) and stderr (its log), as the supervisor's
+  pipes;
+- reply: the worker's pid in decimal, or ``error: <why>``.
+
+Each worker is forked twice (the middle process exits at once), so it is
+re-parented to the supervisor, a child subreaper: the supervisor is its real
+parent, reaps it and reads its exit status, exactly as for a worker it
+started with ``exec``. End-of-file on the socket (the supervisor is gone)
+ends the zygote; workers already forked watch their own lifelines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import importlib
+import os
+import random
+import signal
+import socket
+import sys
+import traceback
+from typing import Final, NoReturn
+
+__all__ = ["PRELOAD", "ZYGOTE_FD", "main"]
+
+ZYGOTE_FD: Final = 0  # the supervisor's socket is our stdin
+PR_SET_NAME: Final = 15
+MAX_REQUEST: Final = 4096  # bytes of a request (a server name)
+CRASHED: Final = 70  # a worker that raised out of main(): EX_SOFTWARE
+
+# What a worker imports while it runs (not at import time): transports, the HTTP stack, and anyio's trio
+# backend. Importing them here keeps them shared; a name missing from an installed version is skipped.
+PRELOAD: Final = (
+    "workers.worker",
+    "anyio._backends._trio",
+    "anyio._core._sockets",
+    "anyio._core._streams",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+    "encodings.idna",
+    "stringprep",
+    "h11",
+    "httpcore2",
+    "truststore",
+)
+
+
+def preload() -> None:
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def _set_comm(name: str) -> None:
+    """The process name ``ps -o comm`` and ``top`` show (15 bytes); best effort."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
+    """In the forked worker: take the lifeline and log pipes as stdin and stderr, then run it."""
+    code = CRASHED
+    try:
+        sock.close()
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            os.close(fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        random.seed()  # not the zygote's sequence
+        sys.argv = [sys.argv[0], name]
+        _set_comm(f"mcp-w {name}")
+        from workers.worker import main
+
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _fork_worker(sock: socket.socket, fds: list[int], name: str) -> bytes:
+    """Fork twice; the reply for the supervisor: the worker's pid, or an error."""
+    if len(fds) != 2:
+        return f"error: expected 2 descriptors, got {len(fds)}".encode()
+    r, w = os.pipe()
+    try:
+        middle = os.fork()
+    except OSError as exc:
+        os.close(r)
+        os.close(w)
+        return f"error: fork failed: {exc}".encode()
+    if middle == 0:  # the middle process: fork the worker, say its pid, exit so it is re-parented
+        status = 0
+        try:
+            os.close(r)
+            pid = os.fork()
+            if pid == 0:
+                os.close(w)
+                _become_worker(sock, fds, name)
+            os.write(w, str(pid).encode())
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.write(w, f"error: fork failed: {exc}".encode())
+            status = 1
+        os._exit(status)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 256):
+        chunks.append(chunk)
+    os.close(r)
+    os.waitpid(middle, 0)
+    return b"".join(chunks) or b"error: the forking process died"
+
+
+def serve(sock: socket.socket) -> int:
+    sock.send(b"ready")
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(sock, MAX_REQUEST, 2)
+        except ConnectionResetError:
+            return 0
+        if not message:  # the supervisor closed its end
+            for fd in fds:
+                os.close(fd)
+            return 0
+        try:
+            reply = _fork_worker(sock, fds, message.decode(errors="replace"))
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        try:
+            sock.send(reply)
+        except OSError:
+            return 0
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle; EOF ends us
+    sock = socket.socket(fileno=ZYGOTE_FD)
+    preload()
+    gc.collect()
+    gc.freeze()  # everything imported so far lives in the shared pages; the collector leaves it alone
+    return serve(sock)
