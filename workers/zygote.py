@@ -161,6 +161,7 @@ def serve(sock: socket.socket) -> int:
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle; EOF ends us
+    _set_comm("mcp-zygote")
     sock = socket.socket(fileno=ZYGOTE_FD)
     preload()
     gc.collect()

@@ -111,13 +111,16 @@ class SupervisorProcess:
         log_level: str = "debug",
         endpoint: str | None = None,
         env: dict[str, str] | None = None,
+        settings: dict[str, Any] | None = None,
     ) -> None:
-        """Start it; ``{state}`` in a server's env values becomes a fresh directory (``state_dir``)."""
+        """Start it; ``{state}`` in a server's env values becomes a fresh directory (``state_dir``);
+        ``settings`` is the config's top-level ``"supervisor"`` object."""
         self.tmp = tmp
         self.state_dir = tmp / "state"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.config = tmp / "mcp.json"
-        text = json.dumps({"mcpServers": servers}).replace("{state}", str(self.state_dir))
+        config = {"mcpServers": servers} | ({"supervisor": settings} if settings else {})
+        text = json.dumps(config).replace("{state}", str(self.state_dir))
         self.config.write_text(text)
         self.endpoint = endpoint or f"ipc://{tmp}/supervisor.sock"
         self.log_path = tmp / "supervisor.log"

@@ -38,6 +38,7 @@ def census(sup: SupervisorProcess, pids: list[int | None]) -> None:
     supervisor_pid = sup.process.pid
     if sup.process.poll() is None:  # adopted processes are reaped when their SIGCHLD is handled
         poll("no zombie children of the supervisor", lambda: "Z" not in children(supervisor_pid).values(), 5)
+        pids = [*pids, *children(supervisor_pid)]  # the zygote too
     assert sup.stop() == 0
     poll("every process to be gone", lambda: not [pid for pid in pids if alive(pid)], 5)
 
@@ -168,6 +169,7 @@ def test_kill_9_of_the_supervisor_leaves_nothing_within_2_s(start_supervisor: St
     )
     pids = all_pids(sup)
     escaped = json.loads(sup.client.call_tool("mcp_test_spawn", {"count": 2, "detach": True}).text)
+    pids += children(sup.process.pid)  # the zygote too
     sup.process.kill()
     sup.process.wait(10)
     poll("workers, servers and escaped children to exit", lambda: not any(map(alive, [*pids, *escaped])), 2)
