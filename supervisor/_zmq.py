@@ -1,31 +1,40 @@
 """ZeroMQ sockets driven from trio, without a bridge thread or asyncio.
 
-pyzmq has no trio integration, so we wait on the socket's ``FD`` with
-``trio.lowlevel.wait_readable``. That FD is edge-triggered and only says "look
-at ``zmq.EVENTS``": a reader must drain with ``NOBLOCK`` and re-check
-``EVENTS`` before every wait, or it sleeps through messages that are already
-queued.
+pyzmq has no trio integration, so we wait on the sockets' ``FD``s. Such an FD
+only says "look at ``zmq.EVENTS``": a reader must check ``EVENTS`` before each
+receive and before every wait, or it sleeps through messages already queued.
 
-One task owns the receiving side of a socket (``receive_batch``). Sends never
-block (the links use unlimited send high-water marks or ``ROUTER_MANDATORY``),
-so any task may call ``send_nowait``; since a send can consume the FD's edge
-while the reader waits, a send that leaves input pending wakes the reader.
+One task owns the receiving side of a set of sockets: a ``Poller`` puts their
+FDs, and an eventfd for wake-ups, in one epoll set, and that task waits on the
+epoll set's own FD with ``trio.lowlevel.wait_readable``. One wake-up drains
+every socket in batches (``BATCH`` messages each), checking ``EVENTS`` rather
+than catching ``zmq.Again``: a raised ``Again`` costs more than the message.
+
+Sends never block (the links use unlimited send high-water marks or
+``ROUTER_MANDATORY``), so any task may call ``send_nowait``. A send processes
+the socket's pending commands and so can consume the FD's signal while the
+reader waits: a send that leaves input pending writes the eventfd, which wakes
+the reader.
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Sequence
+import os
+import select
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Final, cast
 
 import trio
 import zmq
+import zmq.backend
 
 __all__ = [
     "BATCH",
     "EVENTS_HWM",
     "MAX_MESSAGE_SIZE",
+    "Poller",
     "TrioSocket",
     "Unroutable",
     "bind_publisher",
@@ -37,6 +46,14 @@ __all__ = [
 BATCH: Final = 256  # messages taken per wake-up before yielding to other tasks
 MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024  # bytes; a larger frame drops the peer's connection
 EVENTS_HWM: Final = 10_000  # events queued per subscriber before it misses some
+
+
+_backend_get = cast(Callable[[zmq.Socket[bytes], int], int], zmq.backend.Socket.get)
+_backend_recv = cast(Callable[[zmq.Socket[bytes], int], bytes], zmq.backend.Socket.recv)
+_EVENTS: Final = int(zmq.EVENTS)
+_RCVMORE: Final = int(zmq.RCVMORE)
+_POLLIN: Final = int(zmq.POLLIN)
+_NOBLOCK: Final = int(zmq.NOBLOCK)
 
 
 def fd_of(sock: zmq.Socket[bytes]) -> int:
@@ -53,12 +70,12 @@ class Unroutable(Exception):
 
 
 class TrioSocket:
-    """A zmq socket with one receiving task and non-blocking sends from any task."""
+    """A zmq socket with one receiving task (through a ``Poller``) and non-blocking sends from any task."""
 
     def __init__(self, sock: zmq.Socket[bytes]) -> None:
         self.sock = sock
-        self._fd = fd_of(sock)
-        self._waiting: trio.CancelScope | None = None
+        self.fd = fd_of(sock)
+        self.poller: Poller | None = None  # the poller its reader waits in, once it has one
 
     def send_nowait(self, frames: Sequence[bytes]) -> None:
         """Queue a multipart message; raises ``Unroutable`` if a ROUTER peer is gone."""
@@ -69,35 +86,84 @@ class TrioSocket:
                 raise Unroutable(str(exc)) from exc
             raise
         finally:
-            if self._waiting is not None and readable(self.sock):
-                self._waiting.cancel()
+            poller = self.poller
+            if poller is not None and poller.waiting and readable(self.sock):
+                poller.wake()
+
+    def drain(self) -> list[list[bytes]]:
+        """Every queued message, up to ``BATCH``, without waiting."""
+        # The backend's own get/recv: pyzmq's sugar wraps each in Python-level option and enum handling.
+        sock, get, recv, batch = self.sock, _backend_get, _backend_recv, list[list[bytes]]()
+        while len(batch) < BATCH and get(sock, _EVENTS) & _POLLIN:
+            frames = [recv(sock, _NOBLOCK)]
+            while get(sock, _RCVMORE):
+                frames.append(recv(sock, _NOBLOCK))
+            batch.append(frames)
+        return batch
 
     async def receive_batch(self) -> list[list[bytes]]:
         """Wait for at least one message and return every queued one, up to ``BATCH``."""
-        sock = self.sock
-        while True:
-            batch: list[list[bytes]] = []
-            try:
-                while len(batch) < BATCH:
-                    batch.append(sock.recv_multipart(zmq.NOBLOCK))
-            except zmq.Again:
-                pass
-            if batch:
-                await trio.lowlevel.checkpoint()
-                return batch
-            with trio.CancelScope() as scope:
-                self._waiting = scope
-                try:
-                    if not readable(sock):
-                        await trio.lowlevel.wait_readable(self._fd)
-                finally:
-                    self._waiting = None
+        if self.poller is None:
+            self.poller = Poller([self])
+        (batch,) = await self.poller.receive()
+        return batch
 
     def close(self) -> None:
+        if self.poller is not None:
+            self.poller.close()
         if not self.sock.closed:
-            with suppress(RuntimeError):  # outside trio: no task can be waiting on the FD
-                trio.lowlevel.notify_closing(self._fd)
             self.sock.close(linger=0)
+
+
+class Poller:
+    """Waits until any of its sockets has input; used by one task at a time."""
+
+    def __init__(self, sockets: Sequence[TrioSocket]) -> None:
+        self.sockets = list(sockets)
+        self.waiting = False  # the reader is parked: a send that leaves input pending must wake it
+        self._epoll = select.epoll()
+        self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._woken = False
+        self._epoll.register(self._wakeup, select.EPOLLIN)
+        for sock in self.sockets:
+            self._epoll.register(sock.fd, select.EPOLLIN)
+            sock.poller = self
+
+    def wake(self) -> None:
+        if not self._woken:
+            self._woken = True
+            os.eventfd_write(self._wakeup, 1)
+
+    async def receive(self) -> list[list[list[bytes]]]:
+        """Wait for input on any socket; then each socket's batch (maybe empty), in order.
+
+        Always a checkpoint: the wait is one; input already queued gets an explicit one, so a
+        flood of messages never starves the other tasks."""
+        waited = False
+        while True:
+            batches = [sock.drain() for sock in self.sockets]
+            if any(batches):
+                if not waited:
+                    await trio.lowlevel.checkpoint()
+                return batches
+            waited = True
+            self.waiting = True
+            try:
+                await trio.lowlevel.wait_readable(self._epoll.fileno())
+            finally:
+                self.waiting = False
+            if self._woken:
+                self._woken = False
+                with suppress(BlockingIOError):
+                    os.eventfd_read(self._wakeup)
+
+    def close(self) -> None:
+        if self._epoll.closed:
+            return
+        with suppress(RuntimeError):  # outside trio: no task can be waiting on the FD
+            trio.lowlevel.notify_closing(self._epoll.fileno())
+        self._epoll.close()
+        os.close(self._wakeup)
 
 
 def bind_publisher(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:

@@ -37,7 +37,7 @@ import trio
 import zmq
 
 from supervisor._process import become_subreaper, reap_on_sigchld
-from supervisor._zmq import TrioSocket, Unroutable, bind_publisher, bind_router
+from supervisor._zmq import Poller, TrioSocket, Unroutable, bind_publisher, bind_router
 from supervisor.config import Config, ConfigError, load_config
 from supervisor.keeper import Keeper
 from supervisor.paths import default_events_endpoint, ipc_path
@@ -187,8 +187,7 @@ class Supervisor:
                 self._tasks = nursery
                 for keeper in self.keepers.values():
                     await nursery.start(self._keep, keeper, name=f"keeper {keeper.name}")
-                nursery.start_soon(self._serve_front, self._front)
-                nursery.start_soon(self._serve_link, self._link)
+                nursery.start_soon(self._serve, self._front, self._link)
                 nursery.start_soon(self._expire_deadlines)
                 nursery.start_soon(self._beacon)
                 nursery.start_soon(reap_on_sigchld, self._worker_pids)
@@ -294,45 +293,48 @@ class Supervisor:
 
     # ---------------------------------------------------------- front link
 
-    async def _serve_front(self, front: TrioSocket) -> None:
+    async def _serve(self, front: TrioSocket, link: TrioSocket) -> None:
+        """The one task that receives: each wake-up drains the worker link, then the front."""
+        poller = Poller([front, link])
         while True:
-            for frames in await front.receive_batch():
-                if len(frames) != 2:
-                    log.warning("dropping a front message of %d frames (expected 2)", len(frames))
-                    continue
-                caller, payload = frames
-                try:
-                    request = decode_front_request(payload)
-                except msgspec.DecodeError as exc:
-                    self._reply(
-                        caller, ErrorReply(id=_salvage_id(payload), code="BAD_REQUEST", message=str(exc))
-                    )
-                    continue
-                match request:
-                    case CallTool():
-                        self._call(caller, request)
-                    case ListTools(id=id):
-                        tools = self.registry.tools()
-                        self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
-                    case GetStatus(id=id):
-                        rows = [keeper.status() for keeper in self.keepers.values()]
-                        self._reply(caller, StatusReply(id=id, servers=rows, events=self.events_endpoint))
-                    case (
-                        Restart(id=id, server=server)
-                        | Stop(id=id, server=server)
-                        | Start(id=id, server=server)
-                    ):
-                        self._operate(caller, request, id, server)
-                    case Ping(id=id):
-                        self._reply(caller, Done(id=id))
-                    case ListResources() | ListResourceTemplates() | ListPrompts():
-                        self._list(caller, request)
-                    case ReadResource():
-                        self._read(caller, request)
-                    case GetPrompt():
-                        self._get_prompt(caller, request)
-                    case Reload(id=id):
-                        self.reload_nowait(caller, id)
+            front_batch, link_batch = await poller.receive()
+            if link_batch:
+                self._on_link(link_batch)
+            if front_batch:
+                self._on_front(front_batch)
+
+    def _on_front(self, batch: list[list[bytes]]) -> None:
+        for frames in batch:
+            if len(frames) != 2:
+                log.warning("dropping a front message of %d frames (expected 2)", len(frames))
+                continue
+            caller, payload = frames
+            try:
+                request = decode_front_request(payload)
+            except msgspec.DecodeError as exc:
+                self._reply(caller, ErrorReply(id=_salvage_id(payload), code="BAD_REQUEST", message=str(exc)))
+                continue
+            match request:
+                case CallTool():
+                    self._call(caller, request)
+                case ListTools(id=id):
+                    tools = self.registry.tools()
+                    self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
+                case GetStatus(id=id):
+                    rows = [keeper.status() for keeper in self.keepers.values()]
+                    self._reply(caller, StatusReply(id=id, servers=rows, events=self.events_endpoint))
+                case Restart(id=id, server=server) | Stop(id=id, server=server) | Start(id=id, server=server):
+                    self._operate(caller, request, id, server)
+                case Ping(id=id):
+                    self._reply(caller, Done(id=id))
+                case ListResources() | ListResourceTemplates() | ListPrompts():
+                    self._list(caller, request)
+                case ReadResource():
+                    self._read(caller, request)
+                case GetPrompt():
+                    self._get_prompt(caller, request)
+                case Reload(id=id):
+                    self.reload_nowait(caller, id)
 
     def _call(self, caller: bytes, request: CallTool) -> None:
         if self._draining:
@@ -611,41 +613,39 @@ class Supervisor:
 
     # ---------------------------------------------------------- worker link
 
-    async def _serve_link(self, link: TrioSocket) -> None:
-        while True:
-            batch = await link.receive_batch()
-            now = trio.current_time()
-            for frames in batch:
-                keeper = self._by_identity.get(frames[0])
-                if keeper is None or len(frames) != 2:
-                    continue  # a replaced incarnation, or noise: never delivered to anyone
-                keeper.last_heard = now
-                try:
-                    event = decode_worker_event(frames[1])
-                except msgspec.DecodeError as exc:
-                    log.error("undecodable message from the worker of %r: %s", keeper.name, exc)
-                    continue
-                match event:
-                    case InvokeResult(call=call, result=result):
-                        pending = self._settle(call, keeper)
-                        if pending is not None:
-                            self._answer(pending, result)
-                    case InvokeFailed(call=call, code=code, message=message):
-                        pending = self._settle(call, keeper)
-                        if pending is not None:
-                            if code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS"):  # the caller's mistakes
-                                log.error("server %r: %s: %s", keeper.name, code, message)
-                            self._answer_error(pending, code, f"server {keeper.name!r}: {message}")
-                    case InvokeProgress():
-                        self._relay_progress(event, keeper)
-                    case Started(server_pid=pid):
-                        keeper.started(pid)
-                    case Ready():
-                        keeper.ready(event)
-                    case ToolsChanged():
-                        keeper.tools_changed(event)
-                    case Heartbeat():
-                        pass
+    def _on_link(self, batch: list[list[bytes]]) -> None:
+        now = trio.current_time()
+        for frames in batch:
+            keeper = self._by_identity.get(frames[0])
+            if keeper is None or len(frames) != 2:
+                continue  # a replaced incarnation, or noise: never delivered to anyone
+            keeper.last_heard = now
+            try:
+                event = decode_worker_event(frames[1])
+            except msgspec.DecodeError as exc:
+                log.error("undecodable message from the worker of %r: %s", keeper.name, exc)
+                continue
+            match event:
+                case InvokeResult(call=call, result=result):
+                    pending = self._settle(call, keeper)
+                    if pending is not None:
+                        self._answer(pending, result)
+                case InvokeFailed(call=call, code=code, message=message):
+                    pending = self._settle(call, keeper)
+                    if pending is not None:
+                        if code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS"):  # the caller's mistakes
+                            log.error("server %r: %s: %s", keeper.name, code, message)
+                        self._answer_error(pending, code, f"server {keeper.name!r}: {message}")
+                case InvokeProgress():
+                    self._relay_progress(event, keeper)
+                case Started(server_pid=pid):
+                    keeper.started(pid)
+                case Ready():
+                    keeper.ready(event)
+                case ToolsChanged():
+                    keeper.tools_changed(event)
+                case Heartbeat():
+                    pass
 
     def _relay_progress(self, event: InvokeProgress, keeper: Keeper) -> None:
         """To a caller that asked for progress, while its call is pending (after its answer, dropped)."""
