@@ -369,6 +369,16 @@ class SupervisorClient:
     def _request(
         self, request: FrontRequest, wait: float | None = None, progress: ProgressCallback | None = None
     ) -> FrontReply:
+        try:
+            return self._exchange(request, wait, progress)
+        except zmq.ZMQError as exc:  # close() from another thread closed this thread's socket under it
+            if self._closed:
+                raise SupervisorError("client is closed") from exc
+            raise SupervisorError(f"ZeroMQ error talking to {self.endpoint}: {exc}") from exc
+
+    def _exchange(
+        self, request: FrontRequest, wait: float | None, progress: ProgressCallback | None
+    ) -> FrontReply:
         sock = self._socket()
         wait = self.request_timeout if wait is None else wait
         sock.send(encode(request))

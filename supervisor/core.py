@@ -219,9 +219,13 @@ class Supervisor:
             self._idle.set()
 
     def _worker_pids(self) -> set[int] | None:
-        """Our own children (trio reaps them), or None while one is being forked."""
+        """Our own children (their keepers reap them), or None while one is being forked."""
         if any(keeper.spawning for keeper in self.keepers.values()):
             return None
+        return self.own_children()
+
+    def own_children(self) -> set[int]:
+        """Every live worker's pid, and the zygote's: never mistaken for an escaped server process."""
         pids = {keeper.worker_pid for keeper in self.keepers.values() if keeper.worker_pid is not None}
         if (zygote := self.spawner.zygote_pid) is not None:
             pids.add(zygote)

@@ -334,7 +334,9 @@ class Keeper:
         if server is not None:  # the worker may have died without stopping its server
             kill_group(server, signal.SIGKILL)
         # what escaped that group was re-parented to the worker, and now to us (a subreaper)
-        kill_adopted(keep=lambda pid, cmdline: pid == server or _is_ours(pid, cmdline))
+        # Another keeper's worker may be exiting (its cmdline already empty): known pids are kept too.
+        ours = self.sup.own_children()
+        kill_adopted(keep=lambda pid, cmdline: pid == server or pid in ours or _is_ours(pid, cmdline))
         self._process = None
         self.worker_pid = None
         self.server_pid = None

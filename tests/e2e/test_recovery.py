@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.client import SupervisorClient
 from supervisor.errors import ServerUnavailableError, SupervisorError, WorkerCrashedError
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
@@ -201,3 +202,31 @@ def test_disabled_server_is_stopped_until_an_operator_starts_it(start_supervisor
     sup.client.restart("later")
     sup.wait_states(later="ready")
     assert sup.client.call_tool("mcp_later_echo", {"text": "x"}).text == "x"
+
+
+def test_shutdown_takes_no_exiting_worker_for_an_escaped_process(start_supervisor: Start) -> None:
+    """Workers exit together at shutdown; one keeper's sweep for escaped processes must not take another
+    keeper's exiting worker (its /proc cmdline already empty) for one and SIGKILL it."""
+    sup = start_supervisor({f"s{i}": stdio_test_server() for i in range(8)})
+    stop = threading.Event()
+    client = SupervisorClient(sup.endpoint, request_timeout=5.0)  # the harness closes its own at stop
+
+    def caller(name: str) -> None:
+        while not stop.is_set():
+            try:
+                client.call_tool(name, {"text": "hi"}, timeout=5)
+            except SupervisorError:
+                return  # the supervisor is shutting down
+
+    threads = [threading.Thread(target=caller, args=(f"mcp_s{i % 8}_echo",)) for i in range(32)]
+    for thread in threads:
+        thread.start()
+    try:
+        poll("calls on every server", lambda: all(r.state == "ready" for r in sup.status().values()), 5)
+        assert sup.stop(signal.SIGINT) == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        client.close()
+    assert "escaped their server's process group" not in sup.log
