@@ -216,3 +216,56 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU time of ``pids`` so far (a process that has gone counts 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; utime, stime are 14th, 15th
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int) -> set[int]:
+    """The live children of ``pid`` (every thread's)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found.update(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds used by groups of processes (by name) over the measured blocks of one path;
+    a group of ``None`` pids is one the path does not have."""
+
+    pids: dict[str, list[int] | None]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.seconds = {g: 0.0 for g, pids in self.pids.items() if pids is not None}
+
+    def read(self) -> dict[str, float]:
+        return {g: cpu_seconds(pids) for g, pids in self.pids.items() if pids is not None}
+
+    def add_since(self, before: dict[str, float]) -> None:
+        for group, seconds in self.read().items():
+            self.seconds[group] += seconds - before[group]
+
+    def percent(self, wall_ns: int) -> dict[str, float | None]:
+        """Each group's CPU in % of one core."""
+        return {g: None if g not in self.seconds else self.seconds[g] / wall_ns * 1e11 for g in self.pids}
+
+    def ms_per_call(self, calls: int) -> dict[str, float | None]:
+        return {g: None if g not in self.seconds else self.seconds[g] / calls * 1e3 for g in self.pids}

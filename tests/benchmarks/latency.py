@@ -20,7 +20,9 @@ a shared machine hits them alike:
           (tests/benchmarks/zmq_floor.py): what two process hops cost before any routing or MCP work
 
 Each caller times its own calls back to back; calls/s is all calls over the time the blocks took.
-At C callers a level makes max(--calls, C * --per-caller) measured calls per path.
+At C callers a level makes max(--calls, C * --per-caller) measured calls per path. Each row also
+gives the CPU time per call of each process on the path (from /proc): the caller (this process), the
+router (the supervisor, or the floor's relay), the worker (or the floor's echo worker), the server.
 
 Summary, per server: the router's added latency (routed p50 - direct p50 at 1 caller) against the
 floor's p50 (target: at most 1.5x the floor), and routed calls/s over direct calls/s at the highest
@@ -34,6 +36,7 @@ test_*.py.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from contextlib import AsyncExitStack
@@ -51,9 +54,11 @@ from tests.benchmarks.common import (
     REPO,
     STDIO_SERVERS,
     AsyncCall,
+    CpuMeter,
     Samples,
     StdioServer,
     block_order,
+    child_pids,
     launch_supervisor,
     log_problems,
     machine_info,
@@ -85,14 +90,22 @@ class Row:
     p99_ms: float
     mean_ms: float
     calls_per_s: float
+    cpu_ms_per_call: dict[str, float | None]  # by CPU_GROUPS; None: the path has no such process
 
     def cells(self) -> list[str]:
         ms = (self.p50_ms, self.p99_ms, self.mean_ms)
         head = [self.server, str(self.callers), self.path, str(self.calls)]
-        return [*head, *(f"{x:.3f}" for x in ms), f"{self.calls_per_s:.0f}"]
+        cpu = ["-" if (c := self.cpu_ms_per_call[g]) is None else f"{c:.3f}" for g in CPU_GROUPS]
+        return [*head, *(f"{x:.3f}" for x in ms), f"{self.calls_per_s:.0f}", *cpu]
 
 
+CPU_GROUPS = ["caller", "router", "worker", "server"]
 HEADER = ["server", "callers", "path", "calls", "p50 ms", "p99 ms", "mean ms", "calls/s"]
+HEADER += [f"CPU {g}" for g in CPU_GROUPS]
+CPU_NOTE = (
+    "CPU columns: CPU ms per call used by each process (caller: this process; router: the supervisor,"
+    " or the floor's relay; worker: the server's worker, or the floor's echo worker)"
+)
 
 
 def message_sizes(server: StdioServer, routed_name: str, first: Any) -> tuple[bytes, bytes]:
@@ -111,14 +124,33 @@ async def measure_server(
     asup: AsyncSupervisorClient,
     tmp: Path,
     sizes: dict[str, dict[str, int]],
+    supervisor_pid: int,
 ) -> list[Row]:
     rows: list[Row] = []
     async with AsyncExitStack() as stack:
+        children = child_pids(os.getpid())
         direct = await stack.enter_async_context(Client(server.params(), cache=None))
+        direct_server = sorted(child_pids(os.getpid()) - children)
         first = await direct.call_tool(server.tool, server.arguments)
         request, reply = message_sizes(server, routed_name, first)
         sizes[server.kind] = {"request": len(request), "reply": len(reply)}
         floor = stack.enter_context(Floor(tmp, request, reply))
+        status = next(row for row in sup.status() if row.server == server.kind)
+        me = [os.getpid()]
+        meters = {
+            "routed": CpuMeter(
+                {
+                    "caller": me,
+                    "router": [supervisor_pid],
+                    "worker": [status.worker_pid] if status.worker_pid else [],
+                    "server": [status.server_pid] if status.server_pid else [],
+                }
+            ),
+            "direct": CpuMeter({"caller": me, "router": None, "worker": None, "server": direct_server}),
+            "floor": CpuMeter(
+                {"caller": me, "router": [floor.procs[0].pid], "worker": [floor.procs[1].pid], "server": None}
+            ),
+        }
 
         async def direct_call() -> None:
             result = await direct.call_tool(server.tool, server.arguments)
@@ -148,20 +180,28 @@ async def measure_server(
             samples = {path: Samples() for path in paths}
             total = max(args.calls, callers * args.per_caller)
             with trio.fail_after(BLOCK_TIMEOUT * (args.blocks + 1)):
-                for call in paths.values():
+                for path, call in paths.items():
                     await run_block(call, max(args.warmup, callers), callers, Samples())
+                    meters[path].reset()
                 for block in range(args.blocks):
                     size = total // args.blocks + (block < total % args.blocks)
                     for path in block_order(list(paths), block):
+                        before = meters[path].read()
                         await run_block(paths[path], size, callers, samples[path])
+                        meters[path].add_since(before)
             for path, s in samples.items():
-                rows.append(Row(server.kind, callers, path, **asdict(stats(s))))
+                cpu = meters[path].ms_per_call(len(s.ns))
+                rows.append(Row(server.kind, callers, path, **asdict(stats(s)), cpu_ms_per_call=cpu))
             print(f"  {server.kind}, {callers} callers: done", file=sys.stderr)
     return rows
 
 
 async def bench(
-    args: argparse.Namespace, servers: list[StdioServer], sup: SupervisorClient, tmp: Path
+    args: argparse.Namespace,
+    servers: list[StdioServer],
+    sup: SupervisorClient,
+    tmp: Path,
+    supervisor_pid: int,
 ) -> tuple[list[Row], dict[str, dict[str, int]]]:
     names = {(t.server, t.original_name): t.name for t in sup.list_tools()}
     rows: list[Row] = []
@@ -169,7 +209,7 @@ async def bench(
     async with AsyncSupervisorClient(sup.endpoint) as asup:
         for server in servers:
             routed_name = names[(server.kind, server.tool)]
-            rows += await measure_server(args, server, routed_name, sup, asup, tmp, sizes)
+            rows += await measure_server(args, server, routed_name, sup, asup, tmp, sizes, supervisor_pid)
     return rows, sizes
 
 
@@ -312,7 +352,7 @@ def main() -> int:
         try:
             with SupervisorClient(endpoint, request_timeout=5.0) as sup:
                 ready_s = wait_ready(sup, proc, len(servers))
-                rows, sizes = trio.run(bench, args, servers, sup, tmp)
+                rows, sizes = trio.run(bench, args, servers, sup, tmp, proc.pid)
         except BaseException:
             stop_supervisor(proc, problems)
             sys.stderr.write((tmp / "supervisor.log").read_text(errors="replace")[-4000:])
@@ -322,6 +362,7 @@ def main() -> int:
     for key, value in machine.items():
         print(f"{key}: {value}")
     print_table(HEADER, [r.cells() for r in rows])
+    print(CPU_NOTE)
     summary = summarize(rows, servers, levels)
     print(f"supervisor ready in {ready_s:.2f} s, stopped in {stop_s:.2f} s after SIGINT")
     print(
