@@ -315,11 +315,15 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """--help with the module docstring as written and every option's default."""
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument(
+        "--server", choices=[*STDIO_SERVERS, "both"], default="both", help="server kind(s) to measure"
     )
-    parser.add_argument("--server", choices=[*STDIO_SERVERS, "both"], default="both")
     parser.add_argument(
         "--concurrency", type=_levels, default=[1, 16, 64], help="concurrent callers, e.g. 1,16,64 (default)"
     )

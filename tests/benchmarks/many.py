@@ -162,13 +162,15 @@ class ClientProcs:
 
     async def run(self, names: list[str], arguments: dict[str, Any], calls: int, out: Samples) -> None:
         """``calls`` calls by the callers ``names`` (one per entry), spread over the processes."""
-        share = len(names) // len(self.procs)
-        if share == 0:
+        count = len(self.procs)
+        if len(names) < count:
             raise ValueError("fewer callers than client processes")
-        for i, proc in enumerate(self.procs):
-            mine = names[i * share : (i + 1) * share if i < len(self.procs) - 1 else None]
-            part = calls * len(mine) // len(names) + (i < calls * len(mine) % len(names))
-            order = {"names": mine, "arguments": arguments, "calls": part}
+        # Contiguous shares of the callers (so each process has callers of every server), and of the calls.
+        shares = [names[len(names) * i // count : len(names) * (i + 1) // count] for i in range(count)]
+        parts = [calls * len(share) // len(names) for share in shares]
+        parts[-1] += calls - sum(parts)
+        for proc, share, part in zip(self.procs, shares, parts, strict=True):
+            order = {"names": share, "arguments": arguments, "calls": part}
             assert proc.stdin is not None
             await proc.stdin.send_all(json.dumps(order).encode() + b"\n")
         answers = [json.loads(await self._line(i)) for i in range(len(self.procs))]
@@ -331,11 +333,15 @@ def summarize(rows: list[Row], multi: str) -> dict[str, dict[str, float]]:
     return summary
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """--help with the module docstring as written and every option's default."""
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument(
+        "--server", choices=[*STDIO_SERVERS, "both"], default="both", help="server kind(s) to measure"
     )
-    parser.add_argument("--server", choices=[*STDIO_SERVERS, "both"], default="both")
     parser.add_argument("--servers", type=int, default=8, help="copies of the server, busy at once")
     parser.add_argument("--callers-per-server", type=int, default=8, help="concurrent callers per server")
     parser.add_argument("--client-procs", type=int, default=2, help="client processes of 'routed xP'")
