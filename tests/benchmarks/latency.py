@@ -327,8 +327,8 @@ def main() -> int:
     parser.add_argument(
         "--concurrency", type=_levels, default=[1, 16, 64], help="concurrent callers, e.g. 1,16,64 (default)"
     )
-    parser.add_argument("--calls", type=int, default=2000, help="measured calls per path and level, at least")
-    parser.add_argument("--per-caller", type=int, default=100, help="measured calls per caller, at least")
+    parser.add_argument("--calls", type=int, default=3000, help="measured calls per path and level, at least")
+    parser.add_argument("--per-caller", type=int, default=150, help="measured calls per caller, at least")
     parser.add_argument("--warmup", type=int, default=200, help="unmeasured calls per path and level first")
     parser.add_argument("--blocks", type=int, default=10, help="alternating blocks per level")
     parser.add_argument("--json", default=str(RESULTS / "latency.json"), help="'' to write none")
