@@ -249,6 +249,14 @@ def summarize(rows: list[Row], servers: list[StdioServer], levels: list[int]) ->
                 f"routed/direct calls/s at {top} callers {ratio:.2f}"
                 f" (target >= {THROUGHPUT_TARGET:.2f}: {met})"
             )
+            cpu = {
+                r.path: sum(c for c in r.cpu_ms_per_call.values() if c is not None)
+                for r in (routed_top, direct_top)
+            }
+            s[f"cpu_ms_per_call_at_{top}"] = cpu
+            words.append(
+                f"CPU per call at {top} callers, all processes: routed {cpu['routed']:.3f} ms, direct {cpu['direct']:.3f} ms"
+            )
         p50: dict[int, float] = {}
         for level in levels:
             r, d = _find(rows, server.kind, level, "routed"), _find(rows, server.kind, level, "direct")

@@ -329,8 +329,15 @@ def summarize(rows: list[Row], multi: str) -> dict[str, dict[str, float]]:
             s["client_procs_gain"] = gain
             verdict = "was" if gain > 1.1 else "was not"
             words.append(f"{multi} / routed {gain:.2f}: one client process {verdict} the bottleneck")
+        cpu = {path: _cpu_ms_per_call(r) for path, r in by_path.items()}
+        s |= {f"{path}_cpu_ms_per_call": ms for path, ms in cpu.items()}
+        words.append("CPU per call, all processes: " + ", ".join(f"{p} {ms:.3f} ms" for p, ms in cpu.items()))
         print(f"{kind}: " + "; ".join(words))
     return summary
+
+
+def _cpu_ms_per_call(row: Row) -> float:
+    return sum(p for p in row.cpu_percent.values() if p is not None) / 100 / row.calls_per_s * 1e3
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
