@@ -255,7 +255,8 @@ def summarize(rows: list[Row], servers: list[StdioServer], levels: list[int]) ->
             }
             s[f"cpu_ms_per_call_at_{top}"] = cpu
             words.append(
-                f"CPU per call at {top} callers, all processes: routed {cpu['routed']:.3f} ms, direct {cpu['direct']:.3f} ms"
+                f"CPU per call at {top} callers, all processes:"
+                f" routed {cpu['routed']:.3f} ms, direct {cpu['direct']:.3f} ms"
             )
         p50: dict[int, float] = {}
         for level in levels:
