@@ -28,6 +28,10 @@ own cost shows), ``test`` (the Python SDK test server; each one imports the SDK,
                for sequential and alone also this process's client side)
     stop s     the supervisor's exit after SIGINT (sequential: closing the exit stack)
 
+Tool counts may differ between paths: the supervisor leaves out tools whose inputSchema is not valid
+(the test server has one on purpose), and server-everything offers more tools to a client that
+declares more capabilities, as a worker does.
+
 The summary gives, per kind and N, supervisor/alone (target: about 1, i.e. N workers ready in about
 the time of their slowest server) and sequential/supervisor. Not a test: pytest only collects
 ``test_*.py``.
@@ -53,6 +57,7 @@ from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorUnreachableError
 from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
+    HelpFormatter,
     Kind,
     children_cpu,
     descendants,
@@ -287,9 +292,7 @@ def summarize(rows: list[Row]) -> list[dict[str, object]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--servers", default="tiny,everything,test", help="server kinds, comma-separated")
     parser.add_argument("--counts", default="1,10,50", help="numbers of servers, comma-separated")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every path per kind and count")
@@ -319,7 +322,12 @@ def main() -> int:
                 shift = (repeat - 1) % len(paths)
                 for path in paths[shift:] + paths[:shift]:
                     print(f"... {kind.name} x{n} {path} (run {repeat})", file=sys.stderr, flush=True)
-                    rows.append(RUNNERS[path](kind, n, repeat, args, problems))
+                    try:
+                        rows.append(RUNNERS[path](kind, n, repeat, args, problems))
+                    except Exception as exc:  # one path failing leaves the others' figures
+                        what = f"{kind.name} x{n} {path} (run {repeat})"
+                        problems.append(f"{what}: {type(exc).__name__}: {exc}")
+                        print(f"... failed: {exc}", file=sys.stderr, flush=True)
                     time.sleep(args.settle)
     order = [kind.name for kind in kinds]
     rows.sort(key=lambda r: (order.index(r.kind), counts.index(r.n), PATHS.index(r.path), r.repeat))

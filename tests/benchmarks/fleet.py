@@ -12,6 +12,7 @@ Server kinds (``--servers`` in each script):
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -132,6 +133,10 @@ def parse_counts(text: str) -> list[int]:
 def server_env() -> dict[str, str]:
     """The environment a worker gives its server (without a config ``env``)."""
     return {k: v for k, v in os.environ.items() if k in PASSED_ENV}
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and each option's default."""
 
 
 def machine(**run: object) -> dict[str, Any]:

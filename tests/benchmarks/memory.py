@@ -32,6 +32,7 @@ from pathlib import Path
 from supervisor.client import SupervisorClient
 from tests.benchmarks.common import REPO, print_table, wait_ready, write_json
 from tests.benchmarks.fleet import (
+    HelpFormatter,
     Kind,
     Memory,
     cmdline,
@@ -170,9 +171,7 @@ def summarize(rows: list[Row]) -> list[dict[str, object]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--servers", default="tiny", help="server kinds, comma-separated")
     parser.add_argument("--counts", default="1,10,50", help="numbers of servers, comma-separated")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds of rest before reading memory")

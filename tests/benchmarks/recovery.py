@@ -51,6 +51,7 @@ from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorError
 from tests.benchmarks.common import REPO, print_table, wait_ready, write_json
 from tests.benchmarks.fleet import (
+    HelpFormatter,
     Kind,
     finish,
     log_problems,
@@ -255,9 +256,7 @@ def summarize(kills: list[Kill]) -> list[Row]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--servers", default="test,everything,tiny", help="server kinds, comma-separated")
     parser.add_argument("--kills", type=int, default=10, help="kills per server kind and process killed")
     parser.add_argument(
