@@ -175,7 +175,12 @@ def main() -> int:
     parser.add_argument("--servers", default="tiny", help="server kinds, comma-separated")
     parser.add_argument("--counts", default="1,10,50", help="numbers of servers, comma-separated")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds of rest before reading memory")
-    parser.add_argument("--no-calls", dest="calls", action="store_false", help="no tool call before reading")
+    parser.add_argument(
+        "--no-calls",
+        dest="calls",
+        action="store_false",
+        help="do not call each server's tool once before reading (calls made: %(default)s)",
+    )
     parser.add_argument(
         "--json", type=Path, default=REPO / "tests/benchmarks/results/memory.json", help="where to write"
     )
