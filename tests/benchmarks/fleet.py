@@ -30,10 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from supervisor.client import SupervisorClient
+from supervisor.errors import SupervisorUnreachableError
 from tests.benchmarks.common import REPO, launch_supervisor, machine_info, stop_supervisor
 from tests.e2e.harness import EVERYTHING, NODE
 
 BIN = Path(sys.executable).parent
+DEFAULT_START_TIMEOUT = 30.0  # the supervisor's startTimeout when the config sets none
 DIRECT_STOP_TIMEOUT = 5.0  # seconds directly started servers get to exit after their stdin closes
 # What a worker passes on to its stdio server from its own environment (README, "env").
 PASSED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
@@ -323,6 +326,43 @@ def supervised(
             problems.extend(
                 f"process {pid} still alive after the supervisor stopped" for pid in leftovers(run.seen)
             )
+
+
+def wait_all_ready(
+    sup: SupervisorClient, run: SupervisorRun, count: int, timeout: float, poll: float
+) -> tuple[float | None, dict[str, float]]:
+    """Poll ``status`` every ``poll`` s (bounded by ``timeout`` from the launch) until ``count`` servers
+    are ready. Returns when the supervisor first answered, and when each server was first seen ready,
+    in seconds since the launch. A ``failed`` server or an exited supervisor ends the wait at once."""
+    up: float | None = None
+    ready_at: dict[str, float] = {}
+    deadline = run.started + timeout
+    while len(ready_at) < count:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"{count - len(ready_at)} of {count} servers not ready within {timeout:g} s")
+        if run.proc.poll() is not None:
+            raise RuntimeError(f"supervisor exited with {run.proc.returncode} before it was ready")
+        try:
+            rows = sup.status()
+        except SupervisorUnreachableError:
+            rows = []
+        now = time.perf_counter() - run.started
+        if rows and up is None:
+            up = now
+        for row in rows:
+            if row.state == "ready":
+                ready_at.setdefault(row.server, now)
+            elif row.state == "failed":
+                raise RuntimeError(f"server {row.server} failed: {row.last_error}")
+            run.seen.update(pid for pid in (row.worker_pid, row.server_pid) if pid)
+        if len(ready_at) < count:
+            time.sleep(poll)
+    return up, ready_at
+
+
+def start_timeout_setting(seconds: float) -> dict[str, Any]:
+    """The top-level config that gives every server ``seconds`` to start (default 30)."""
+    return {"supervisor": {"startTimeout": seconds}}
 
 
 def log_problems(log: list[str], expected: tuple[str, ...] = ()) -> list[str]:

@@ -2,9 +2,10 @@
 
     .venv/bin/python -m tests.benchmarks.memory [--servers tiny] [--counts 1,10,50] [--settle S] [--json PATH]
 
-For each server kind and count N: ``mcp-supervisor run`` on N servers, wait until all are ready, call
-each server's tool once (``--no-calls`` to skip), rest ``--settle`` seconds, then read
-/proc/PID/smaps_rollup of every process under the supervisor. Processes are sorted by role:
+For each server kind and count N: ``mcp-supervisor run`` on N servers (each with ``startTimeout``
+--timeout, so that N workers starting at once on few cores are not killed at the default 30 s), wait
+until all are ready, call each server's tool once (``--no-calls`` to skip), rest ``--settle``
+seconds, then read /proc/PID/smaps_rollup of every process under the supervisor. Processes are sorted by role:
 
 - supervisor: the ``mcp-supervisor run`` process;
 - worker: the ``worker_pid`` of each server in ``status``;
@@ -30,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from supervisor.client import SupervisorClient
-from tests.benchmarks.common import REPO, print_table, wait_ready, write_json
+from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
     HelpFormatter,
     Kind,
@@ -44,7 +45,9 @@ from tests.benchmarks.fleet import (
     memory,
     parse_counts,
     parse_kinds,
+    start_timeout_setting,
     supervised,
+    wait_all_ready,
 )
 
 MB = 1024 * 1024 / 1e6  # MiB -> MB
@@ -115,9 +118,11 @@ def measure(
     kind: Kind, n: int, args: argparse.Namespace, problems: list[str]
 ) -> tuple[list[Row], dict[str, object]]:
     names = [f"{kind.name}{i:02d}" for i in range(n)]
-    with supervised({name: kind.entry() for name in names}, problems) as run:
+    setting = start_timeout_setting(args.timeout)
+    with supervised({name: kind.entry() for name in names}, problems, setting) as run:
         with SupervisorClient(run.endpoint, request_timeout=5.0) as sup:
-            ready_s = wait_ready(sup, run.proc, n)
+            _, ready_at = wait_all_ready(sup, run, n, args.timeout, 0.05)
+            ready_s = max(ready_at.values())
             if args.calls:
                 tool = {(t.server, t.original_name): t.name for t in sup.list_tools()}
                 for name in names:
@@ -176,6 +181,9 @@ def main() -> int:
     parser.add_argument("--counts", default="1,10,50", help="numbers of servers, comma-separated")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds of rest before reading memory")
     parser.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for all to be ready (also their startTimeout)"
+    )
+    parser.add_argument(
         "--no-calls",
         dest="calls",
         action="store_false",
@@ -189,8 +197,8 @@ def main() -> int:
         kinds, counts = parse_kinds(args.servers), parse_counts(args.counts)
     except ValueError as exc:
         parser.error(str(exc))
-    if args.settle < 0:
-        parser.error("--settle >= 0 please")
+    if args.settle < 0 or args.timeout <= 0:
+        parser.error("--settle >= 0 and --timeout > 0 please")
     info = machine(servers=args.servers, counts=args.counts, settle=args.settle, calls=args.calls)
     problems: list[str] = []
     rows: list[Row] = []

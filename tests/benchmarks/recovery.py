@@ -49,7 +49,7 @@ from pathlib import Path
 
 from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorError
-from tests.benchmarks.common import REPO, print_table, wait_ready, write_json
+from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
     HelpFormatter,
     Kind,
@@ -60,6 +60,7 @@ from tests.benchmarks.fleet import (
     parse_kinds,
     start_direct,
     supervised,
+    wait_all_ready,
 )
 
 EXPECTED_CODES = ("UNAVAILABLE", "WORKER_CRASHED")
@@ -291,7 +292,7 @@ def main() -> int:
     kills: list[Kill] = []
     servers = {kind.name: kind.entry(**POLICY) for kind in kinds}
     with supervised(servers, problems) as run, SupervisorClient(run.endpoint, request_timeout=5.0) as sup:
-        wait_ready(sup, run.proc, len(kinds))
+        wait_all_ready(sup, run, len(kinds), args.timeout, 0.05)
         tools = {(t.server, t.original_name): t.name for t in sup.list_tools()}
         for kind in kinds:
             for target in targets:
