@@ -36,6 +36,10 @@ Every server gets ``startTimeout`` --start-timeout (300 s): with the default, 30
 start at once on few cores may all be killed at 30 s and restarted together, again and again, and the
 run measures no cold start at all; the summary says when a server took longer than 30 s.
 
+Before each run the script waits (at most --idle-wait seconds) until the CPUs are at most 25 % busy,
+and records how busy they were (``busy_before`` in the JSON): on a shared machine, other work skews
+start-up times.
+
 The summary gives, per kind and N, supervisor/alone (target: about 1, i.e. N workers ready in about
 the time of their slowest server) and sequential/supervisor. Not a test: pytest only collects
 ``test_*.py``.
@@ -61,6 +65,7 @@ from supervisor.client import SupervisorClient
 from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
     DEFAULT_START_TIMEOUT,
+    IDLE,
     HelpFormatter,
     Kind,
     children_cpu,
@@ -77,6 +82,7 @@ from tests.benchmarks.fleet import (
     start_timeout_setting,
     supervised,
     wait_all_ready,
+    wait_idle,
 )
 
 READY_LINE = re.compile(r"server '([^']+)' ready: (\d+) tools in ([\d.]+) s")
@@ -98,6 +104,7 @@ class Row:
     stop_s: float | None
     tools: int
     slow_starts: int = 0  # servers whose start to ready took longer than the default startTimeout
+    busy_before: float = 0.0  # fraction of the CPUs busy just before the run (other work)
 
     def cells(self) -> list[str]:
         def sec(x: float | None) -> str:
@@ -288,6 +295,9 @@ def main() -> int:
         default=300.0,
         help=f"startTimeout in the config, for every server (without it: {DEFAULT_START_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--idle-wait", type=float, default=120.0, help="seconds to wait at most for idle CPUs before each run"
+    )
     parser.add_argument("--settle", type=float, default=1.0, help="seconds of rest between runs")
     parser.add_argument(
         "--json", type=Path, default=REPO / "tests/benchmarks/results/coldstart.json", help="where to write"
@@ -317,8 +327,10 @@ def main() -> int:
                 shift = (repeat - 1) % len(paths)
                 for path in paths[shift:] + paths[:shift]:
                     print(f"... {kind.name} x{n} {path} (run {repeat})", file=sys.stderr, flush=True)
+                    busy = wait_idle(args.idle_wait)
                     try:
                         rows.append(RUNNERS[path](kind, n, repeat, args, problems))
+                        rows[-1].busy_before = busy
                     except Exception as exc:  # one path failing leaves the others' figures
                         what = f"{kind.name} x{n} {path} (run {repeat})"
                         problems.append(f"{what}: {type(exc).__name__}: {exc}")
@@ -345,6 +357,9 @@ def main() -> int:
                 f"the default startTimeout ({DEFAULT_START_TIMEOUT:g} s) to be ready: without --start-timeout"
                 " they are killed and restarted instead"
             )
+    if busy := [r for r in rows if r.busy_before > IDLE]:
+        worst = max(r.busy_before for r in busy)
+        print(f"{len(busy)} runs started with the CPUs more than {IDLE:.0%} busy (up to {worst:.0%})")
     print("target: supervisor/alone about 1 (N workers ready in about the time of their slowest server)")
     for problem in problems:
         print(f"problem: {problem}")

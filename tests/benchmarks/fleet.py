@@ -152,6 +152,32 @@ def finish(info: dict[str, Any]) -> None:
     info["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def cpu_busy(interval: float = 0.5) -> float:
+    """The fraction of all CPUs' time spent busy over the next ``interval`` seconds (/proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        values = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return values[3] + values[4], sum(values)  # idle + iowait, all
+
+    idle0, all0 = sample()
+    time.sleep(interval)
+    idle1, all1 = sample()
+    return 1 - (idle1 - idle0) / max(1, all1 - all0)
+
+
+IDLE = 0.25  # the busy fraction of the CPUs under which a run starts
+
+
+def wait_idle(max_wait: float, threshold: float = IDLE) -> float:
+    """Wait, at most ``max_wait`` seconds, until the CPUs are at most ``threshold`` busy: other work on a
+    shared machine skews start-up times. Returns the last busy fraction seen (recorded with the runs)."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        busy = cpu_busy()
+        if busy <= threshold or time.monotonic() >= deadline:
+            return busy
+
+
 # ------------------------------------------------------------- servers started directly
 
 

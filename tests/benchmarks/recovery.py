@@ -14,6 +14,10 @@ Each server's policy is set so that every kill is a first failure after a health
 default policy restarts at once: ``backoffResetAfter`` 1 s (shorter than ``--gap``), ``maxRestarts``
 1000 within ``restartWindow`` 60 s (never ``failed``).
 
+Before each kill the script also waits (at most --idle-wait seconds, within the gap) until the CPUs
+are at most 25 % busy, and records how busy they were (``busy_before``): on a shared machine, other
+work skews start-up times.
+
 After each recovery the same server is started directly (own process group, the worker's
 environment) and taken through ``initialize`` + ``tools/list`` by a bare JSON-RPC driver: its own
 start-up, measured in the same run as the recoveries it is compared with. Columns, in ms, medians
@@ -51,6 +55,7 @@ from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorError
 from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
+    IDLE,
     HelpFormatter,
     Kind,
     finish,
@@ -61,6 +66,7 @@ from tests.benchmarks.fleet import (
     start_direct,
     supervised,
     wait_all_ready,
+    wait_idle,
 )
 
 EXPECTED_CODES = ("UNAVAILABLE", "WORKER_CRASHED")
@@ -83,6 +89,7 @@ class Kill:
     failed_calls: dict[str, int]
     new_worker_pid: int | None
     new_server_pid: int | None
+    busy_before: float = 0.0  # fraction of the CPUs busy just before the kill (other work)
     # from the supervisor's log, seconds after the kill (ms precision), or None when not found there
     detect_s: float | None = None  # its first line about the server
     gone_s: float | None = None  # the keeper's line saying how the incarnation ended
@@ -158,7 +165,9 @@ def kill_and_recover(
     sup: SupervisorClient, kind: Kind, tool: str, target: str, args: argparse.Namespace, seen: set[int]
 ) -> Kill:
     worker_pid, server_pid = _ready(sup, kind.name, args.timeout)
-    time.sleep(args.gap)
+    started = time.monotonic()
+    busy = wait_idle(args.idle_wait)
+    time.sleep(max(0.0, args.gap - (time.monotonic() - started)))
     worker_pid, server_pid = _ready(sup, kind.name, args.timeout)
     seen |= {worker_pid, server_pid}
     pid = server_pid if target == "server" else worker_pid
@@ -186,7 +195,9 @@ def kill_and_recover(
         raise RuntimeError(f"{kind.name}: a call succeeded, but the same processes are still there")
     startup = start_direct([kind.argv()], args.timeout)
     seen.update(startup.pids)
-    return Kill(kind.name, target, pid, wall, recovery, startup.each_s[0], failed, new_worker, new_server)
+    result = Kill(kind.name, target, pid, wall, recovery, startup.each_s[0], failed, new_worker, new_server)
+    result.busy_before = busy
+    return result
 
 
 def _log_time(line: str) -> float | None:
@@ -267,6 +278,9 @@ def main() -> int:
         "--gap", type=float, default=1.5, help=f"seconds ready before each kill (> {RESET_AFTER:g})"
     )
     parser.add_argument("--poll", type=float, default=0.01, help="seconds between calls while recovering")
+    parser.add_argument(
+        "--idle-wait", type=float, default=60.0, help="seconds to wait at most for idle CPUs before each kill"
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one recovery or start may take")
     parser.add_argument(
         "--json", type=Path, default=REPO / "tests/benchmarks/results/recovery.json", help="where to write"
@@ -316,6 +330,9 @@ def main() -> int:
             f"{r.recovery_max * 1000:.0f} ms; server start-up p50 {r.startup_p50 * 1000:.0f} ms; recovery - "
             f"start-up p50 {r.over_startup_p50 * 1000:.0f} ms (target <= {TARGET_S * 1000:.0f} ms: {verdict})"
         )
+    if busy := [k for k in kills if k.busy_before > IDLE]:
+        worst = max(k.busy_before for k in busy)
+        print(f"{len(busy)} kills came with the CPUs more than {IDLE:.0%} busy (up to {worst:.0%})")
     for problem in problems:
         print(f"problem: {problem}")
     data = {"machine": info, "rows": [asdict(r) for r in rows], "kills": [asdict(k) for k in kills]}
