@@ -195,9 +195,9 @@ def kill_and_recover(
         raise RuntimeError(f"{kind.name}: a call succeeded, but the same processes are still there")
     startup = start_direct([kind.argv()], args.timeout)
     seen.update(startup.pids)
-    result = Kill(kind.name, target, pid, wall, recovery, startup.each_s[0], failed, new_worker, new_server)
-    result.busy_before = busy
-    return result
+    return Kill(
+        *(kind.name, target, pid, wall, recovery, startup.each_s[0], failed, new_worker, new_server, busy)
+    )
 
 
 def _log_time(line: str) -> float | None:
@@ -311,9 +311,13 @@ def main() -> int:
         for kind in kinds:
             for target in targets:
                 print(f"... {kind.name}: kill -9 {target} x{args.kills}", file=sys.stderr, flush=True)
-                for _ in range(args.kills):
-                    tool = tools[(kind.name, kind.tool)]
-                    kills.append(kill_and_recover(sup, kind, tool, target, args, run.seen))
+                tool = tools[(kind.name, kind.tool)]
+                try:
+                    for _ in range(args.kills):
+                        kills.append(kill_and_recover(sup, kind, tool, target, args, run.seen))
+                except Exception as exc:  # the other kinds still get measured
+                    problems.append(f"{kind.name}, kill -9 {target}: {type(exc).__name__}: {exc}")
+                    print(f"... failed: {exc}", file=sys.stderr, flush=True)
     add_log_times(kills, run.log, problems)
     # Errors and warnings about the servers killed are the point; any other one is news.
     problems += log_problems(run.log, tuple(f for k in kinds for f in (f"'{k.name}'", f"[{k.name}]")))
