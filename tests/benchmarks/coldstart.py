@@ -357,9 +357,9 @@ def main() -> int:
                 f"the default startTimeout ({DEFAULT_START_TIMEOUT:g} s) to be ready: without --start-timeout"
                 " they are killed and restarted instead"
             )
-    if busy := [r for r in rows if r.busy_before > IDLE]:
-        worst = max(r.busy_before for r in busy)
-        print(f"{len(busy)} runs started with the CPUs more than {IDLE:.0%} busy (up to {worst:.0%})")
+    if busy_runs := [r for r in rows if r.busy_before > IDLE]:
+        worst = max(r.busy_before for r in busy_runs)
+        print(f"{len(busy_runs)} runs started with the CPUs more than {IDLE:.0%} busy (up to {worst:.0%})")
     print("target: supervisor/alone about 1 (N workers ready in about the time of their slowest server)")
     for problem in problems:
         print(f"problem: {problem}")
