@@ -6,9 +6,10 @@
 For each server kind and each count N, three paths in the same run (in rotating order across repeats):
 
 - supervisor: from launching ``mcp-supervisor run`` on a config of N servers until every server is
-  ``ready`` and ``list_tools()`` answers the full tool list (``status`` polled every --poll seconds
-  through ``SupervisorClient``). Also shown: when it first answered (up), when the first server was
-  ready, and each server's start-to-ready time from the supervisor's log ("ready: K tools in T s");
+  ``ready`` at once and ``list_tools()`` then lists tools of every server (``status`` polled every
+  --poll seconds through ``SupervisorClient``). Also shown: when it first answered (up), when the
+  first server was ready, and each server's start-to-ready time from the supervisor's log ("ready: K
+  tools in T s");
 - sequential: the N servers connected one after another in this process, as OpenManus does: one
   ``AsyncExitStack``; for each server ``stdio_client`` + ``ClientSession`` + ``initialize`` +
   ``list_tools`` (asyncio, the SDK already imported, as in an agent that is running);
@@ -27,6 +28,7 @@ own cost shows), ``test`` (the Python SDK test server; each one imports the SDK,
     cpu s      CPU time of every process of the path from start to exit (supervisor, workers, servers;
                for sequential and alone also this process's client side)
     stop s     the supervisor's exit after SIGINT (sequential: closing the exit stack)
+    restarts   restarts of servers before all were ready at once (``restarts`` in status)
 
 Tool counts may differ between paths: the supervisor leaves out tools whose inputSchema is not valid
 (the test server has one on purpose), and server-everything offers more tools to a client that
@@ -103,6 +105,7 @@ class Row:
     cpu_s: float
     stop_s: float | None
     tools: int
+    restarts: int = 0  # restarts of the servers before all were ready (supervisor)
     slow_starts: int = 0  # servers whose start to ready took longer than the default startTimeout
     busy_before: float = 0.0  # fraction of the CPUs busy just before the run (other work)
 
@@ -122,6 +125,7 @@ class Row:
             f"{self.cpu_s:.1f}",
             sec(self.stop_s),
             str(self.tools),
+            "-" if self.path != "supervisor" else str(self.restarts),
         ]
 
 
@@ -169,15 +173,13 @@ def alone(kind: Kind, n: int, repeat: int, args: argparse.Namespace, problems: l
 def supervisor(kind: Kind, n: int, repeat: int, args: argparse.Namespace, problems: list[str]) -> Row:
     names = names_for(kind, n)
     cpu0 = children_cpu()
-    with supervised(
-        {name: kind.entry() for name in names}, problems, start_timeout_setting(args.start_timeout)
-    ) as run:
-        with SupervisorClient(run.endpoint, request_timeout=2.0) as sup:
-            up, ready_at = wait_all_ready(sup, run, n, args.timeout, args.poll)
-            tools = sup.list_tools()
-            listed = time.perf_counter() - run.started
-        if missing := set(names) - {tool.server for tool in tools}:
-            raise RuntimeError(f"list_tools() has no tools of {sorted(missing)[:5]}")
+    with (
+        supervised(
+            {name: kind.entry() for name in names}, problems, start_timeout_setting(args.start_timeout)
+        ) as run,
+        SupervisorClient(run.endpoint, request_timeout=2.0) as sup,
+    ):
+        ready = wait_all_ready(sup, run, n, args.timeout, args.poll)
     problems.extend(log_problems(run.log))
     each = [float(m.group(3)) for line in run.log if (m := READY_LINE.search(line))]
     return Row(
@@ -185,14 +187,15 @@ def supervisor(kind: Kind, n: int, repeat: int, args: argparse.Namespace, proble
         n,
         "supervisor",
         repeat,
-        ready_s=listed,
-        up_s=up,
-        first_s=min(ready_at.values()),
+        ready_s=ready.listed_s,
+        up_s=ready.up_s,
+        first_s=min(ready.first_ready.values()),
         each_median_s=median(each),
         each_max_s=max(each, default=float("nan")),
         cpu_s=children_cpu() - cpu0,
         stop_s=run.stop_s,
-        tools=len(tools),
+        tools=len(ready.tools),
+        restarts=ready.restarts,
         slow_starts=sum(t > DEFAULT_START_TIMEOUT for t in each),
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import selectors
 import shutil
@@ -32,10 +33,12 @@ from typing import Any
 
 from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorUnreachableError
+from supervisor.protocol import ToolInfo
 from tests.benchmarks.common import REPO, launch_supervisor, machine_info, stop_supervisor
 from tests.e2e.harness import EVERYTHING, NODE
 
 BIN = Path(sys.executable).parent
+LOG_STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
 DEFAULT_START_TIMEOUT = 30.0  # the supervisor's startTimeout when the config sets none
 DIRECT_STOP_TIMEOUT = 5.0  # seconds directly started servers get to exit after their stdin closes
 # What a worker passes on to its stdio server from its own environment (README, "env").
@@ -354,18 +357,32 @@ def supervised(
             )
 
 
+@dataclass
+class Readiness:
+    """How a supervisor became ready, in seconds since its launch."""
+
+    up_s: float | None  # its first answer to status
+    first_ready: dict[str, float]  # when each server was first seen ready
+    ready_s: float  # the first status answer with every server ready at once
+    listed_s: float  # list_tools() then answered, with tools of every server
+    tools: list[ToolInfo]
+    restarts: int  # the servers' restarts, summed, at that moment
+    bounces: int  # all-ready answers after which list_tools() still missed a server (one went down)
+
+
 def wait_all_ready(
     sup: SupervisorClient, run: SupervisorRun, count: int, timeout: float, poll: float
-) -> tuple[float | None, dict[str, float]]:
-    """Poll ``status`` every ``poll`` s (bounded by ``timeout`` from the launch) until ``count`` servers
-    are ready. Returns when the supervisor first answered, and when each server was first seen ready,
-    in seconds since the launch. A ``failed`` server or an exited supervisor ends the wait at once."""
+) -> Readiness:
+    """Poll ``status`` every ``poll`` s (bounded by ``timeout`` from the launch) until one answer shows
+    ``count`` servers ready at once and ``list_tools()`` then lists tools of each of them. A ``failed``
+    server or an exited supervisor ends the wait at once."""
     up: float | None = None
-    ready_at: dict[str, float] = {}
+    first: dict[str, float] = {}
+    bounces = 0
     deadline = run.started + timeout
-    while len(ready_at) < count:
+    while True:
         if time.perf_counter() > deadline:
-            raise RuntimeError(f"{count - len(ready_at)} of {count} servers not ready within {timeout:g} s")
+            raise RuntimeError(f"{count - len(first)} of {count} servers never ready within {timeout:g} s")
         if run.proc.poll() is not None:
             raise RuntimeError(f"supervisor exited with {run.proc.returncode} before it was ready")
         try:
@@ -377,13 +394,18 @@ def wait_all_ready(
             up = now
         for row in rows:
             if row.state == "ready":
-                ready_at.setdefault(row.server, now)
+                first.setdefault(row.server, now)
             elif row.state == "failed":
                 raise RuntimeError(f"server {row.server} failed: {row.last_error}")
             run.seen.update(pid for pid in (row.worker_pid, row.server_pid) if pid)
-        if len(ready_at) < count:
-            time.sleep(poll)
-    return up, ready_at
+        if len(rows) == count and all(row.state == "ready" for row in rows):
+            tools = sup.list_tools()
+            listed = time.perf_counter() - run.started
+            if {tool.server for tool in tools} >= {row.server for row in rows}:
+                restarts = sum(row.restarts for row in rows)
+                return Readiness(up, first, now, listed, tools, restarts, bounces)
+            bounces += 1
+        time.sleep(poll)
 
 
 def start_timeout_setting(seconds: float) -> dict[str, Any]:
@@ -392,14 +414,17 @@ def start_timeout_setting(seconds: float) -> dict[str, Any]:
 
 
 def log_problems(log: list[str], expected: tuple[str, ...] = ()) -> list[str]:
-    """ERROR and WARNING lines of a supervisor log, but for those containing one of ``expected``."""
+    """ERROR and WARNING lines of a supervisor log, but for those containing one of ``expected``; lines
+    that differ only in server names and numbers are counted as one."""
     # The test server's bad_schema tool is left out with a warning by design.
     expected = (*expected, "'bad_schema' left out")
-    return [
-        f"supervisor log: {line}"
-        for line in log
-        if (" ERROR " in line or " WARNING " in line) and not any(e in line for e in expected)
-    ]
+    counts: dict[str, int] = {}
+    for line in log:
+        if (" ERROR " in line or " WARNING " in line) and not any(e in line for e in expected):
+            text = LOG_STAMP.sub("", line)
+            text = re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'|\[[^\]]*\]", "'*'", text))
+            counts[text] = counts.get(text, 0) + 1
+    return [f"supervisor log, {n} line(s): {text}" for text, n in counts.items()]
 
 
 # ------------------------------------------------------------- /proc

@@ -121,8 +121,7 @@ def measure(
     setting = start_timeout_setting(args.timeout)
     with supervised({name: kind.entry() for name in names}, problems, setting) as run:
         with SupervisorClient(run.endpoint, request_timeout=5.0) as sup:
-            _, ready_at = wait_all_ready(sup, run, n, args.timeout, 0.05)
-            ready_s = max(ready_at.values())
+            ready_s = wait_all_ready(sup, run, n, args.timeout, 0.05).listed_s
             if args.calls:
                 tool = {(t.server, t.original_name): t.name for t in sup.list_tools()}
                 for name in names:
