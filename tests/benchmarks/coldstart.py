@@ -141,6 +141,7 @@ HEADER = [
     "cpu s",
     "stop s",
     "tools",
+    "restarts",
 ]
 
 
