@@ -123,26 +123,29 @@ class Poller:
         self.waiting = False  # the reader is parked: a send that leaves input pending must wake it
         self._epoll = select.epoll()
         self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._woken = False
+        self._woken = False  # the eventfd was written and not read yet
+        self._poked = False  # a wake-up was read: receive() returns even with nothing to return
         self._epoll.register(self._wakeup, select.EPOLLIN)
         for sock in self.sockets:
             self._epoll.register(sock.fd, select.EPOLLIN)
             sock.poller = self
 
     def wake(self) -> None:
+        """Make the reader's ``receive()`` return (with whatever is queued, maybe nothing) soon."""
         if not self._woken:
             self._woken = True
             os.eventfd_write(self._wakeup, 1)
 
     async def receive(self) -> list[list[list[bytes]]]:
-        """Wait for input on any socket; then each socket's batch (maybe empty), in order.
+        """Wait for input on any socket, or a ``wake()``; then each socket's batch (maybe empty), in order.
 
         Always a checkpoint: the wait is one; input already queued gets an explicit one, so a
         flood of messages never starves the other tasks."""
         waited = False
         while True:
             batches = [sock.drain() for sock in self.sockets]
-            if any(batches):
+            if any(batches) or (waited and self._poked):
+                self._poked = False
                 if not waited:
                     await trio.lowlevel.checkpoint()
                 return batches
@@ -154,6 +157,7 @@ class Poller:
                 self.waiting = False
             if self._woken:
                 self._woken = False
+                self._poked = True
                 with suppress(BlockingIOError):
                     os.eventfd_read(self._wakeup)
 

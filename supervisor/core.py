@@ -145,6 +145,8 @@ class Supervisor:
         self.events_endpoint = events_endpoint or default_events_endpoint(endpoint)
         self.registry = Registry()
         self.spawner = Spawner()
+        self._poller: Poller | None = None
+        self._served = trio.Event()  # set after each pass of the receiving task (then replaced)
         self.keepers = {name: Keeper(spec, self, config.settings) for name, spec in config.servers.items()}
         self._by_identity: dict[bytes, Keeper] = {}
         self._pending: dict[int, Pending] = {}
@@ -299,13 +301,27 @@ class Supervisor:
 
     async def _serve(self, front: TrioSocket, link: TrioSocket) -> None:
         """The one task that receives: each wake-up drains the worker link, then the front."""
-        poller = Poller([front, link])
+        self._poller = poller = Poller([front, link])
         while True:
             front_batch, link_batch = await poller.receive()
             if link_batch:
                 self._on_link(link_batch)
             if front_batch:
                 self._on_front(front_batch)
+            served, self._served = self._served, trio.Event()
+            served.set()
+
+    async def caught_up(self) -> None:
+        """Return once every message that reached the sockets before this call has been handled.
+
+        A supervisor starved of CPU (many servers starting on few cores) may wake to find a timer
+        expired and the worker's answers still queued: a keeper asks this before judging a worker
+        silent. Two full passes of the receiving task: the first may finish a batch taken earlier."""
+        for _ in range(2):
+            served = self._served
+            if self._poller is not None:
+                self._poller.wake()
+            await served.wait()
 
     def _on_front(self, batch: list[list[bytes]]) -> None:
         for frames in batch:

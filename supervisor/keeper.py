@@ -305,19 +305,27 @@ class Keeper:
         )
 
     async def _watch_heartbeats(self, identity: bytes) -> None:
-        """Once the worker has spoken, it must keep answering heartbeats."""
+        """Once the worker has spoken, it must keep answering heartbeats: one left unanswered for the
+        timeout ends it. Silence counts from the oldest unanswered heartbeat, not from the worker's last
+        message, so a supervisor that was itself starved of CPU (and asked nothing) blames no worker."""
+        asked: float | None = None  # when the oldest heartbeat not answered since was sent
         while True:  # settings are read each time: a reload may change them
             interval, timeout = self.settings.heartbeat_interval, self.settings.heartbeat_timeout
+            now = trio.current_time()
             self.sup.send_to_worker(identity, HEARTBEAT)
-            if self.last_heard is None:
+            if self.last_heard is None:  # not spoken yet: the start timeout covers that
                 await trio.sleep(interval)
                 continue
-            silent_until = self.last_heard + timeout
-            now = trio.current_time()
-            if now >= silent_until:
+            if asked is None or self.last_heard >= asked:
+                asked = now
+            if now - asked >= timeout:
+                with trio.move_on_after(interval):  # its answer may still be queued, unread
+                    await self.sup.caught_up()
+                if self.last_heard >= asked:
+                    continue
                 self._kill(f"worker stopped answering heartbeats for {timeout:g} s")
                 return
-            await trio.sleep(min(interval, silent_until - now))
+            await trio.sleep(min(interval, asked + timeout - now))
 
     async def _reap(self, process: WorkerProcess) -> None:
         """Make sure the worker and its server are gone; every wait bounded."""

@@ -139,6 +139,26 @@ def test_sigstopped_worker_is_declared_dead_and_replaced(start_supervisor: Start
     census(sup, [before.worker_pid, before.server_pid, *all_pids(sup)])
 
 
+def test_a_starved_supervisor_reads_its_queue_before_declaring_workers_dead(start_supervisor: Start) -> None:
+    """Stopped (as if starved of CPU) for longer than the heartbeat timeout, the supervisor wakes with
+    every heartbeat timer expired and the workers' answers still queued: it must read them first."""
+    sup = start_supervisor({"a": stdio_test_server(), "b": stdio_test_server()})
+    before = sup.status()
+    os.kill(sup.process.pid, signal.SIGSTOP)
+    try:
+        time.sleep(4.5)  # the fault itself: longer than the 3 s heartbeat timeout (not a wait for state)
+    finally:
+        os.kill(sup.process.pid, signal.SIGCONT)
+    # The expired heartbeat timers fire as it wakes, before this call is even read: a worker wrongly
+    # judged dead would fail it, and show in the status.
+    assert sup.client.call_tool("mcp_a_echo", {"text": "awake"}).text == "awake"
+    assert sup.client.call_tool("mcp_b_echo", {"text": "awake"}).text == "awake"
+    after = sup.status()
+    assert [after[n].worker_pid for n in "ab"] == [before[n].worker_pid for n in "ab"]
+    assert all(after[n].restarts == 0 for n in "ab")
+    assert "stopped answering heartbeats" not in sup.log
+
+
 def test_hung_initialize_is_killed_at_the_start_timeout_and_counted(start_supervisor: Start) -> None:
     hung = {**stdio_test_server(TEST_SERVER_HANG_INIT=1), "startTimeout": 2, "maxRestarts": 1}
     sup = start_supervisor({"hung": hung, "test": stdio_test_server()}, wait=False)

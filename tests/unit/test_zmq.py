@@ -124,3 +124,20 @@ async def test_closing_the_socket_ends_a_waiting_reader(pair: Pair) -> None:
             nursery.start_soon(reader)
             await trio.testing.wait_all_tasks_blocked()
             sock.close()
+
+
+async def test_wake_makes_a_waiting_receive_return_even_with_nothing_queued(pair: Pair) -> None:
+    sock, _peer = pair()
+    poller = Poller([sock])
+    returned: list[list[list[list[bytes]]]] = []
+
+    async def reader() -> None:
+        returned.append(await poller.receive())
+
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()
+            assert returned == []
+            poller.wake()
+    assert returned == [[[]]]
