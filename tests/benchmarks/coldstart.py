@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.benchmarks.coldstart [--servers tiny,everything,test] [--counts 1,10,50]
                                                    [--repeat R] [--poll S] [--timeout S] [--json PATH]
 
-For each server kind and each count N, three paths in the same run (in rotating order across repeats):
+For each server kind and each count N, four paths in the same run (in rotating order across repeats):
 
 - supervisor: from launching ``mcp-supervisor run`` on a config of N servers until every server is
   ``ready`` at once and ``list_tools()`` then lists tools of every server (``status`` polled every
@@ -15,7 +15,9 @@ For each server kind and each count N, three paths in the same run (in rotating 
   ``list_tools`` (asyncio, the SDK already imported, as in an agent that is running);
 - alone: the N servers started all at once, directly, each taken through ``initialize`` +
   ``tools/list`` by a bare JSON-RPC driver over their stdio: the floor, the time of the slowest
-  server when all start together (on this machine's cores).
+  server when all start together (on this machine's cores);
+- exec: the supervisor path with ``"workerSpawn": "exec"``: every worker its own interpreter that
+  imports the SDK itself, instead of a fork of the pre-imported zygote.
 
 Server kinds: ``tiny`` (a stdlib-only JSON-RPC server that starts in tens of ms, so the supervisor's
 own cost shows), ``test`` (the Python SDK test server; each one imports the SDK, ~1 s CPU),
@@ -88,7 +90,7 @@ from tests.benchmarks.fleet import (
 )
 
 READY_LINE = re.compile(r"server '([^']+)' ready: (\d+) tools in ([\d.]+) s")
-PATHS = ("alone", "supervisor", "sequential")
+PATHS = ("alone", "supervisor", "sequential", "exec")
 
 
 @dataclass
@@ -125,7 +127,7 @@ class Row:
             f"{self.cpu_s:.1f}",
             sec(self.stop_s),
             str(self.tools),
-            "-" if self.path != "supervisor" else str(self.restarts),
+            "-" if self.path not in ("supervisor", "exec") else str(self.restarts),
         ]
 
 
@@ -171,13 +173,15 @@ def alone(kind: Kind, n: int, repeat: int, args: argparse.Namespace, problems: l
     )
 
 
-def supervisor(kind: Kind, n: int, repeat: int, args: argparse.Namespace, problems: list[str]) -> Row:
+def supervisor(
+    kind: Kind, n: int, repeat: int, args: argparse.Namespace, problems: list[str], spawn: str = "zygote"
+) -> Row:
     names = names_for(kind, n)
     cpu0 = children_cpu()
+    settings = start_timeout_setting(args.start_timeout)
+    settings["supervisor"]["workerSpawn"] = spawn
     with (
-        supervised(
-            {name: kind.entry() for name in names}, problems, start_timeout_setting(args.start_timeout)
-        ) as run,
+        supervised({name: kind.entry() for name in names}, problems, settings) as run,
         SupervisorClient(run.endpoint, request_timeout=2.0) as sup,
     ):
         ready = wait_all_ready(sup, run, n, args.timeout, args.poll)
@@ -186,7 +190,7 @@ def supervisor(kind: Kind, n: int, repeat: int, args: argparse.Namespace, proble
     return Row(
         kind.name,
         n,
-        "supervisor",
+        "supervisor" if spawn == "zygote" else spawn,
         repeat,
         ready_s=ready.listed_s,
         up_s=ready.up_s,
@@ -256,7 +260,12 @@ def sequential(kind: Kind, n: int, repeat: int, args: argparse.Namespace, proble
     )
 
 
-RUNNERS = {"alone": alone, "supervisor": supervisor, "sequential": sequential}
+def exec_spawn(kind: Kind, n: int, repeat: int, args: argparse.Namespace, problems: list[str]) -> Row:
+    """The supervisor with ``workerSpawn: exec``: every worker its own interpreter (no zygote)."""
+    return supervisor(kind, n, repeat, args, problems, spawn="exec")
+
+
+RUNNERS = {"alone": alone, "supervisor": supervisor, "sequential": sequential, "exec": exec_spawn}
 
 
 # ------------------------------------------------------------------ report
@@ -270,6 +279,7 @@ def summarize(rows: list[Row]) -> list[dict[str, object]]:
             return median([r.ready_s for r in rows if (r.kind, r.n, r.path) == (kind, n, path)])
 
         sup, seq, floor = ready("supervisor"), ready("sequential"), ready("alone")
+        execd = ready("exec")
         out.append(
             {
                 "server": kind,
@@ -277,6 +287,7 @@ def summarize(rows: list[Row]) -> list[dict[str, object]]:
                 "supervisor_s": sup,
                 "sequential_s": seq,
                 "alone_s": floor,
+                "exec_s": execd,
                 "supervisor_over_alone": sup / floor,
                 "sequential_over_supervisor": seq / sup,
                 "supervisor_minus_alone_s": sup - floor,
@@ -352,7 +363,8 @@ def main() -> int:
             f"{s['server']} x{s['n']}: supervisor {s['supervisor_s']:.2f} s, "
             f"sequential {s['sequential_s']:.2f} s, alone {s['alone_s']:.2f} s; "
             f"supervisor/alone {s['supervisor_over_alone']:.2f}x (+{s['supervisor_minus_alone_s']:.2f} s), "
-            f"sequential/supervisor {s['sequential_over_supervisor']:.2f}x"
+            f"sequential/supervisor {s['sequential_over_supervisor']:.2f}x; "
+            f"exec (no zygote) {s['exec_s']:.2f} s"
         )
     for r in rows:
         if r.slow_starts:
