@@ -119,6 +119,7 @@ def measure(
 ) -> tuple[list[Row], dict[str, object]]:
     names = [f"{kind.name}{i:02d}" for i in range(n)]
     setting = start_timeout_setting(args.timeout)
+    setting["supervisor"]["workerSpawn"] = args.spawn
     with supervised({name: kind.entry() for name in names}, problems, setting) as run:
         with SupervisorClient(run.endpoint, request_timeout=5.0) as sup:
             ready_s = wait_all_ready(sup, run, n, args.timeout, 0.05).listed_s
@@ -183,6 +184,12 @@ def main() -> int:
         "--timeout", type=float, default=300.0, help="seconds for all to be ready (also their startTimeout)"
     )
     parser.add_argument(
+        "--spawn",
+        choices=["zygote", "exec"],
+        default="zygote",
+        help="workerSpawn: fork workers from the zygote, or exec each as its own interpreter",
+    )
+    parser.add_argument(
         "--no-calls",
         dest="calls",
         action="store_false",
@@ -198,7 +205,9 @@ def main() -> int:
         parser.error(str(exc))
     if args.settle < 0 or args.timeout <= 0:
         parser.error("--settle >= 0 and --timeout > 0 please")
-    info = machine(servers=args.servers, counts=args.counts, settle=args.settle, calls=args.calls)
+    info = machine(
+        servers=args.servers, counts=args.counts, settle=args.settle, calls=args.calls, spawn=args.spawn
+    )
     problems: list[str] = []
     rows: list[Row] = []
     details: list[dict[str, object]] = []
