@@ -369,7 +369,7 @@ def main() -> int:
     for r in rows:
         if r.slow_starts:
             print(
-                f"{r.kind} x{r.n} supervisor (run {r.repeat}): {r.slow_starts} servers took longer than "
+                f"{r.kind} x{r.n} {r.path} (run {r.repeat}): {r.slow_starts} servers took longer than "
                 f"the default startTimeout ({DEFAULT_START_TIMEOUT:g} s) to be ready: without --start-timeout"
                 " they are killed and restarted instead"
             )
