@@ -217,6 +217,9 @@ def _expect(reply: FrontReply, kind: type[_T]) -> _T:
     return reply
 
 
+POLL_SLICE_MS: Final = 100  # a waiting call notices a close() from another thread this soon
+
+
 class SupervisorClient:
     """Blocking client; safe to share between threads."""
 
@@ -384,7 +387,9 @@ class SupervisorClient:
         sock.send(encode(request))
         deadline = monotonic() + wait
         while (remaining := deadline - monotonic()) > 0:
-            if not sock.poll(max(1, math.ceil(remaining * 1000))):
+            if self._closed:  # close() from another thread: its socket may be gone under our poll
+                raise SupervisorError("client is closed")
+            if not sock.poll(max(1, min(POLL_SLICE_MS, math.ceil(remaining * 1000)))):
                 continue
             try:
                 reply: FrontReply = decode_front_reply(sock.recv())
