@@ -21,11 +21,21 @@ from typing import Final
 
 import trio
 
-__all__ = ["become_subreaper", "children", "kill_adopted", "kill_group", "reap_adopted", "reap_on_sigchld"]
+__all__ = [
+    "become_subreaper",
+    "children",
+    "kill_adopted",
+    "kill_group",
+    "prctl",
+    "reap_adopted",
+    "reap_on_sigchld",
+    "set_process_name",
+]
 
 log = logging.getLogger("mcp_supervisor.process")
 
 PR_SET_CHILD_SUBREAPER: Final = 36
+PR_SET_NAME: Final = 15
 
 
 def kill_group(pgid: int, sig: signal.Signals) -> None:
@@ -34,13 +44,23 @@ def kill_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def become_subreaper() -> bool:
-    """Adopt orphaned descendants (Linux); False where that is not possible."""
+def prctl(option: int, arg: int | bytes) -> bool:
+    """Linux ``prctl(option, arg)``; False where it failed or does not exist."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        return bool(libc.prctl(option, arg, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux); False where that is not possible."""
+    return prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def set_process_name(name: str) -> bool:
+    """The name ``ps -o comm`` and ``top`` show (the first 15 bytes); best effort."""
+    return prctl(PR_SET_NAME, name.encode()[:15])
 
 
 def children(parent: int | None = None) -> dict[int, str]:

@@ -146,7 +146,7 @@ class Supervisor:
         self.registry = Registry()
         self.spawner = Spawner()
         self._poller: Poller | None = None
-        self._served = trio.Event()  # set after each pass of the receiving task (then replaced)
+        self._served: trio.Event | None = None  # set after the receiving task's next pass, if anyone waits
         self.keepers = {name: Keeper(spec, self, config.settings) for name, spec in config.servers.items()}
         self._by_identity: dict[bytes, Keeper] = {}
         self._pending: dict[int, Pending] = {}
@@ -308,8 +308,9 @@ class Supervisor:
                 self._on_link(link_batch)
             if front_batch:
                 self._on_front(front_batch)
-            served, self._served = self._served, trio.Event()
-            served.set()
+            if self._served is not None:
+                self._served.set()
+                self._served = None
 
     async def caught_up(self) -> None:
         """Return once every message that reached the sockets before this call has been handled.
@@ -318,6 +319,8 @@ class Supervisor:
         expired and the worker's answers still queued: a keeper asks this before judging a worker
         silent. Two full passes of the receiving task: the first may finish a batch taken earlier."""
         for _ in range(2):
+            if self._served is None:
+                self._served = trio.Event()
             served = self._served
             if self._poller is not None:
                 self._poller.wake()

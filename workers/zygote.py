@@ -25,8 +25,6 @@ ends the zygote; workers already forked watch their own lifelines.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import importlib
 import os
@@ -37,10 +35,11 @@ import sys
 import traceback
 from typing import Final, NoReturn
 
+from supervisor._process import set_process_name
+
 __all__ = ["PRELOAD", "ZYGOTE_FD", "main"]
 
 ZYGOTE_FD: Final = 0  # the supervisor's socket is our stdin
-PR_SET_NAME: Final = 15
 MAX_REQUEST: Final = 4096  # bytes of a request (a server name)
 CRASHED: Final = 70  # a worker that raised out of main(): EX_SOFTWARE
 
@@ -67,13 +66,6 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-def _set_comm(name: str) -> None:
-    """The process name ``ps -o comm`` and ``top`` show (15 bytes); best effort."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
-
-
 def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
     """In the forked worker: take the lifeline and log pipes as stdin and stderr, then run it."""
     code = CRASHED
@@ -86,7 +78,7 @@ def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         random.seed()  # not the zygote's sequence
         sys.argv = [sys.argv[0], name]
-        _set_comm(f"mcp-w {name}")
+        set_process_name(f"mcp-w {name}")
         from workers.worker import main
 
         code = main()
@@ -161,7 +153,7 @@ def serve(sock: socket.socket) -> int:
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle; EOF ends us
-    _set_comm("mcp-zygote")
+    set_process_name("mcp-zygote")
     sock = socket.socket(fileno=ZYGOTE_FD)
     preload()
     gc.collect()
