@@ -9,6 +9,14 @@ the server's pid, each stderr line handed to a callback (for the log and for
 crash reports), an event set when the process exits, and bounded line sizes
 so a server printing garbage cannot grow the worker's memory without bound.
 
+It also carries the worker's own requests beside the session's (``request``):
+the hot path of a tool call. Such a request is written as JSON by msgspec and
+its answer is recognised by its id (above ``OWN_IDS``, far from the session's,
+which count up from 0) before anything parses it, and handed back as raw JSON.
+Everything else the server writes goes to the session, parsed as before. Both
+kinds of outgoing message share one writer task, which writes whatever has
+queued up in one go.
+
 Shutdown follows the MCP spec and the SDK: close stdin, wait, SIGTERM the
 process group, wait, SIGKILL; shielded and every wait bounded.
 """
@@ -23,14 +31,16 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import anyio.abc
 import mcp_types as types
+import msgspec
 import trio
 from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from supervisor._process import kill_adopted, kill_group
@@ -46,6 +56,39 @@ KILL_REAP: Final = 2.0  # seconds for the kernel to report a SIGKILLed process g
 MAX_LINE: Final = 16 * 1024 * 1024  # bytes; a longer stdout line is dropped, not buffered forever
 MAX_STDERR_LINE: Final = 4096  # characters kept of one stderr line
 READ_CHUNK: Final = 256 * 1024
+OWN_IDS: Final = 1 << 40  # the worker's own requests have ids above this (exact in JavaScript too)
+_ABSENT: Final = msgspec.Raw(b"")
+
+
+class _Head(msgspec.Struct):
+    """What a line from the server is routed on; the result or error stays raw JSON."""
+
+    id: int | str | None = None
+    method: str | None = None
+    result: msgspec.Raw = _ABSENT
+    error: msgspec.Raw = _ABSENT
+
+
+class _Error(msgspec.Struct):
+    code: int
+    message: str
+    data: Any = None
+
+
+_decode_head = msgspec.json.Decoder(_Head).decode
+_decode_error = msgspec.json.Decoder(_Error).decode
+_encode = msgspec.json.Encoder().encode
+
+
+class _Pending:
+    """One of the worker's own requests, waiting for its answer."""
+
+    __slots__ = ("answered", "error", "result")
+
+    def __init__(self) -> None:
+        self.answered = trio.Event()
+        self.result = _ABSENT
+        self.error: MCPError | None = None
 
 
 class CommandNotFound(Exception):
@@ -85,6 +128,12 @@ class StdioServer:
         self.spawned = trio.Event()
         self._garbage = RateLimit(rate=1, burst=10)  # warnings about non-JSON-RPC lines on stdout
         self.exited = trio.Event()
+        self._outbox: list[bytes] = []  # lines for the server's stdin, written by one task
+        self._outbox_filled = trio.Event()
+        self._pending: dict[int, _Pending] = {}  # the worker's own requests by id
+        self._last_id = OWN_IDS
+        self._closed = False  # the server's stdout has ended: no answer will come
+        self.envelope: dict[str, Any] | None = None  # ``_meta`` the session puts on its requests
 
     @property
     def pid(self) -> int | None:
@@ -93,6 +142,63 @@ class StdioServer:
     @property
     def returncode(self) -> int | None:
         return self.process.returncode if self.process is not None else None
+
+    async def request(self, method: str, params: dict[str, Any]) -> msgspec.Raw:
+        """Send a request of the worker's own and return its result as raw JSON.
+
+        The request carries the ``_meta`` the session stamps on its own (the 2026-07-28 envelope:
+        protocol version, client info and capabilities; nothing on older protocol versions). A
+        JSON-RPC error, or the server's stdout ending first, raises ``MCPError``, as the session's
+        requests do. Cancelled, it sends the server ``notifications/cancelled``.
+        """
+        if self._closed:
+            raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
+        self._last_id += 1
+        request_id = self._last_id
+        if self.envelope is not None:
+            params = {**params, "_meta": self.envelope}
+        pending = self._pending[request_id] = _Pending()
+        self._write(_encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+        try:
+            await pending.answered.wait()
+        finally:
+            if self._pending.pop(request_id, None) is not None:  # abandoned before its answer
+                cancel = {"requestId": request_id, "reason": "caller cancelled"}
+                self._write(
+                    _encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+                )
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def _write(self, line: bytes) -> None:
+        self._outbox += (line, b"\n")
+        self._outbox_filled.set()
+
+    def _settle(self, head: _Head) -> None:
+        """Hand an answer to the worker's own request that waits for it."""
+        assert isinstance(head.id, int)
+        pending = self._pending.pop(head.id, None)
+        if pending is None:
+            log.debug("answer to abandoned request %d dropped", head.id)
+            return
+        if head.result is not _ABSENT:
+            pending.result = head.result
+        else:
+            try:
+                error = _decode_error(head.error)
+            except msgspec.DecodeError:
+                pending.error = MCPError(types.INTERNAL_ERROR, f"server sent a malformed answer: {head!r}")
+            else:
+                pending.error = MCPError(error.code, error.message, error.data)
+        pending.answered.set()
+
+    def _close_pending(self) -> None:
+        self._closed = True
+        for pending in self._pending.values():
+            pending.error = MCPError(types.CONNECTION_CLOSED, "Connection closed")
+            pending.answered.set()
+        self._pending.clear()
 
     def kill(self) -> None:
         """SIGKILL the server's process group now (the orderly stop still runs afterwards)."""
@@ -118,7 +224,8 @@ class StdioServer:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch_exit, process)
                 nursery.start_soon(self._pump_stdout, process, to_session)
-                nursery.start_soon(self._pump_stdin, process, from_session)
+                nursery.start_soon(self._pump_session, from_session)
+                nursery.start_soon(self._pump_stdin, process)
                 nursery.start_soon(self._pump_stderr, process)
                 try:
                     yield read_stream, write_stream
@@ -141,28 +248,38 @@ class StdioServer:
         buffer = bytearray()
         dropping = False
         async with to_session:
-            while chunk := await _receive(process.stdout):
-                start = 0
-                while (end := chunk.find(b"\n", start)) != -1:
-                    if dropping:
-                        dropping = False
-                    else:
-                        buffer += chunk[start:end]
-                        await self._deliver(bytes(buffer), to_session)
-                    buffer.clear()
-                    start = end + 1
-                if not dropping:
-                    buffer += chunk[start:]
-                    if len(buffer) > MAX_LINE:
-                        log.warning("server wrote a stdout line over %d bytes; dropping it", MAX_LINE)
+            try:
+                while chunk := await _receive(process.stdout):
+                    start = 0
+                    while (end := chunk.find(b"\n", start)) != -1:
+                        if dropping:
+                            dropping = False
+                        else:
+                            buffer += chunk[start:end]
+                            await self._deliver(bytes(buffer), to_session)
                         buffer.clear()
-                        dropping = True
+                        start = end + 1
+                    if not dropping:
+                        buffer += chunk[start:]
+                        if len(buffer) > MAX_LINE:
+                            log.warning("server wrote a stdout line over %d bytes; dropping it", MAX_LINE)
+                            buffer.clear()
+                            dropping = True
+            finally:
+                self._close_pending()
 
     async def _deliver(
         self, line: bytes, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]
     ) -> None:
         if not line.strip():
             return
+        try:
+            head = _decode_head(line)
+        except msgspec.DecodeError:
+            pass  # not JSON-RPC as far as routing goes: the session's parser decides, and warns
+        else:
+            if isinstance(head.id, int) and head.id > OWN_IDS and head.method is None:
+                return self._settle(head)
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
@@ -174,15 +291,27 @@ class StdioServer:
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await to_session.send(SessionMessage(message))
 
-    async def _pump_stdin(
-        self, process: trio.Process, from_session: anyio.abc.ObjectReceiveStream[SessionMessage]
-    ) -> None:
+    async def _pump_session(self, from_session: anyio.abc.ObjectReceiveStream[SessionMessage]) -> None:
+        """The session's messages, queued for the server's stdin."""
+        async with from_session:
+            async for message in from_session:
+                request = message.message
+                if isinstance(request, types.JSONRPCRequest) and request.method == "tools/list":
+                    # The session's own stamp: the worker's requests carry the same.
+                    meta = (request.params or {}).get("_meta")
+                    self.envelope = meta if isinstance(meta, dict) else None
+                self._write(request.model_dump_json(by_alias=True, exclude_unset=True).encode())
+
+    async def _pump_stdin(self, process: trio.Process) -> None:
+        """Write what has queued up for the server's stdin, all of it at once."""
         assert process.stdin is not None
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            async with from_session:
-                async for message in from_session:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send_all(data.encode() + b"\n")
+            while True:
+                await self._outbox_filled.wait()
+                self._outbox_filled = trio.Event()
+                data = b"".join(self._outbox)
+                self._outbox.clear()
+                await process.stdin.send_all(data)
 
     async def _pump_stderr(self, process: trio.Process) -> None:
         assert process.stderr is not None

@@ -15,11 +15,16 @@ Life of a worker:
    every tool (following ``nextCursor``), send ``Ready``; heartbeats are
    answered from the start;
 3. serve ``Invoke`` commands concurrently, each under its own budget: on
-   expiry the caller gets ``TIMEOUT`` and the SDK sends the server
+   expiry the caller gets ``TIMEOUT`` and the server is sent
    ``notifications/cancelled``; a call that asks for progress gets the
    server's notifications as ``InvokeProgress`` (``workers.progress``
    coalesces them) before its answer; serve ``Fetch`` (resources and prompts,
-   see ``workers.catalog``) the same way; probe the server every ``pingInterval``;
+   see ``workers.catalog``) the same way; probe the server every ``pingInterval``.
+   On a stdio server a call without progress takes the hot path: the worker
+   writes the ``tools/call`` itself (``StdioServer.request``) and turns the
+   server's JSON result into the wire's ``ToolResult`` without the SDK's
+   models; the session still does the handshake, listings, the server's own
+   requests and a result that asks for input;
 4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
    status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
 
@@ -51,13 +56,17 @@ import trio
 import zmq
 from mcp import Client
 from mcp.client._transport import TransportStreams
+from mcp.client.session import ClientRequestContext
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
     INVALID_PARAMS,
     CallToolResult,
+    ErrorData,
     Implementation,
+    InputRequiredResult,
+    InputResponses,
     ToolListChangedNotification,
 )
 from pydantic import ValidationError
@@ -89,7 +98,7 @@ from workers.progress import ProgressRelay
 from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
 from workers.requests import ServerRequests
-from workers.results import to_tool_result
+from workers.results import InvalidResult, decode_tool_result, to_tool_result
 from workers.stdio import CommandNotFound, StdioServer
 
 __all__ = ["main"]
@@ -101,6 +110,7 @@ RELIST_TIMEOUT: Final = 30.0  # seconds for listing the tools again after a chan
 LISTEN_RETRY_INITIAL: Final = 1.0  # seconds before listening again for tool changes, doubling...
 LISTEN_RETRY_MAX: Final = 30.0  # ...up to this
 EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's exit being noticed
+STATE_ONLY_RETRY: Final = 0.05  # seconds before retrying a call the server answered with state only
 
 
 class _LineHandler(logging.Handler):
@@ -164,7 +174,8 @@ class Worker:
         self.http = HttpTrouble()  # for remote servers: the last HTTP error status
         self.requests = ServerRequests(boot.spec)  # what the server asks of us: roots, input, sampling
         self._relist = trio.Event()  # set when the server's tools may have changed
-        self.validators: dict[str, jsonschema.protocols.Validator | None] = {}
+        self.validators: dict[str, jsonschema.protocols.Validator | None] = {}  # of arguments
+        self.output_validators: dict[str, jsonschema.protocols.Validator | None] = {}  # of results
         self.catalog = Catalog(boot.server)  # resources and prompts
         self._scope = trio.CancelScope()
 
@@ -203,7 +214,7 @@ class Worker:
                     **self.requests.client_options(),
                 ) as client:
                     tools = await _list_all_tools(client)
-                    self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
+                    self._know(tools)
                     self.client = client
                     server_pid = self.server.pid if self.server is not None else None
                     self._send(Ready(tools=tools, server_pid=server_pid, server_name=_server_name(client)))
@@ -252,8 +263,12 @@ class Worker:
                 continue
             if listed != tools:
                 tools = listed
-                self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
+                self._know(tools)
                 self._send(ToolsChanged(tools=tools))
+
+    def _know(self, tools: list[WorkerTool]) -> None:
+        self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
+        self.output_validators = {tool.name: _validator(tool.output_schema) for tool in tools}
 
     async def _listen_for_tool_changes(self, client: Client) -> None:
         """2026-07-28 servers send changes only on a ``subscriptions/listen`` stream: keep one open."""
@@ -394,12 +409,33 @@ class Worker:
         async def call_tool() -> bytes:
             if invoke.progress:
                 result = await self._call_with_progress(client, call, invoke.tool, arguments)
+            elif self.server is not None:
+                return await self._call_stdio(client, self.server, invoke.tool, arguments)
             else:
                 result = await client.call_tool(invoke.tool, arguments)
             return encode(to_tool_result(result))
 
         what = f"tool {invoke.tool!r}"
         await self._answer(call, what, f"a call to {invoke.tool!r}", invoke.budget, call_tool)
+
+    async def _call_stdio(
+        self, client: Client, server: StdioServer, tool: str, arguments: dict[str, Any]
+    ) -> bytes:
+        """The hot path: the worker's own ``tools/call``, its JSON result checked and relayed."""
+        raw = await server.request("tools/call", {"name": tool, "arguments": arguments})
+        result = decode_tool_result(raw)
+        if result is None:  # the server asks for input first: the session's callbacks answer
+            return encode(to_tool_result(await _provide_input(client, tool, arguments, raw)))
+        validator = self.output_validators.get(tool)
+        if validator is not None and not result.is_error:
+            if result.structured_content is None:
+                raise InvalidResult("no structuredContent, though the tool has an outputSchema")
+            if error := jsonschema.exceptions.best_match(validator.iter_errors(result.structured_content)):
+                where = "/".join(str(part) for part in error.absolute_path) or "structuredContent"
+                raise InvalidResult(
+                    f"structuredContent does not match the outputSchema: {where}: {error.message}"
+                )
+        return encode(result)
 
     async def _fetch(self, client: Client, fetch: Fetch) -> None:
         """A resources or prompts request, under its budget and with the error codes of a tool call."""
@@ -447,7 +483,7 @@ class Worker:
                 return None
             code = invalid_params if exc.code == INVALID_PARAMS else "SERVER_ERROR"
             return self._fail(call, code, f"{what}: {exc} (JSON-RPC error {exc.code})")
-        except ValidationError as exc:
+        except (ValidationError, InvalidResult) as exc:
             return self._fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {exc}")
         except httpx2.HTTPError as exc:
             return self._fail(call, "SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
@@ -496,6 +532,27 @@ def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
     except jsonschema.exceptions.SchemaError:
         return None
     return cls(schema)
+
+
+async def _provide_input(client: Client, tool: str, arguments: dict[str, Any], raw: bytes) -> CallToolResult:
+    """Finish a call whose first answer asks for input (2026-07-28): answer that round's requests through
+    the session's callbacks, then the session retries with the answers (and runs any further rounds)."""
+    first = InputRequiredResult.model_validate_json(bytes(raw), by_name=False)
+    responses: InputResponses | None = None
+    if first.input_requests:
+        responses = {}
+        for key, request in first.input_requests.items():
+            meta = request.params.meta if request.params is not None else None
+            context = ClientRequestContext(session=client.session, request_id=key, meta=meta)
+            answer = await client.session.dispatch_input_request(context, request)
+            if isinstance(answer, ErrorData):
+                raise MCPError.from_error_data(answer)
+            responses[key] = answer
+    else:
+        await trio.sleep(STATE_ONLY_RETRY)
+    return await client.call_tool(
+        tool, arguments, input_responses=responses, request_state=first.request_state
+    )
 
 
 def _server_name(client: Client) -> str:
