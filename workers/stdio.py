@@ -182,13 +182,20 @@ class StdioServer:
         if pending is None:
             log.debug("answer to abandoned request %d dropped", head.id)
             return
-        if head.result is not _ABSENT:
+        if head.result:
             pending.result = head.result
+        elif not head.error:
+            pending.error = MCPError(
+                types.INTERNAL_ERROR, "server answered with neither a result nor an error"
+            )
         else:
             try:
                 error = _decode_error(head.error)
-            except msgspec.DecodeError:
-                pending.error = MCPError(types.INTERNAL_ERROR, f"server sent a malformed answer: {head!r}")
+            except msgspec.DecodeError as exc:
+                shown = bytes(head.error)[:200].decode(errors="replace")
+                pending.error = MCPError(
+                    types.INTERNAL_ERROR, f"server sent a malformed error ({exc}): {shown}"
+                )
             else:
                 pending.error = MCPError(error.code, error.message, error.data)
         pending.answered.set()

@@ -1,4 +1,5 @@
-"""Behaviour of workers.results: the text an agent reads and the wire ToolResult built from the SDK's."""
+"""Behaviour of workers.results: the text an agent reads, and the wire ToolResult built from the SDK's
+``CallToolResult`` or straight from the JSON a server sent (the hot path)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 from mcp_types import (
     Annotations,
     AudioContent,
@@ -20,7 +22,7 @@ from mcp_types import (
 )
 
 from supervisor.protocol import ToolResult, encode
-from workers.results import EMPTY_TEXT, render_text, to_tool_result
+from workers.results import EMPTY_TEXT, InvalidResult, decode_tool_result, render_text, to_tool_result
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()  # 24 bytes, no padding
 WAV = base64.b64encode(b"RIFF" + b"\x00" * 8).decode()  # 12 bytes, no padding
@@ -230,3 +232,91 @@ def test_tool_result_from_sdk_survives_the_wire() -> None:
     )
     result = to_tool_result(sdk)
     assert msgspec.msgpack.decode(encode(result), type=ToolResult) == result
+
+
+# --- decode_tool_result ------------------------------------------------------------------------
+
+SDK_RESULTS = [
+    CallToolResult(content=[TextContent(text="hello")]),
+    CallToolResult(
+        content=[
+            TextContent(text="hi", annotations=Annotations(audience=["user"]), _meta={"k": "v"}),
+            ImageContent(data=PNG, mime_type="image/png"),
+            AudioContent(data=WAV, mime_type="audio/wav"),
+            ResourceLink(name="report", uri="file:///r.pdf", mime_type="application/pdf", size=10),
+            EmbeddedResource(resource=TextResourceContents(uri="file:///t.txt", text="body")),
+            EmbeddedResource(resource=BlobResourceContents(uri="file:///b.bin", blob="AA==")),
+        ]
+    ),
+    CallToolResult(content=[], structured_content={"ok": True}),
+    CallToolResult(content=[TextContent(text="2")], structured_content={"sum": 2}),
+    CallToolResult(content=[TextContent(text="it broke")], is_error=True),
+    CallToolResult(content=[]),
+]
+
+
+@pytest.mark.parametrize("sdk", SDK_RESULTS, ids=lambda sdk: ",".join(i.type for i in sdk.content) or "empty")
+def test_the_hot_path_builds_the_tool_result_the_sdk_path_builds(sdk: CallToolResult) -> None:
+    sent = sdk.model_dump_json(by_alias=True, exclude_none=True).encode()
+    assert decode_tool_result(sent) == to_tool_result(sdk)
+    assert decode_tool_result(msgspec.Raw(sent)) == to_tool_result(sdk)
+
+
+def test_the_hot_path_keeps_fields_it_does_not_know_as_sent() -> None:
+    item = {"type": "text", "text": "x", "annotations": {"priority": 0.5}, "x-vendor": [1, None]}
+    result = decode_tool_result(json.dumps({"content": [item], "_meta": {"m": 1}}).encode())
+    assert result is not None
+    assert result.content == [item]
+
+
+def test_an_input_required_result_is_left_to_the_session() -> None:
+    sent = {"resultType": "input_required", "requestState": "opaque"}
+    assert decode_tool_result(json.dumps(sent).encode()) is None
+
+
+@pytest.mark.parametrize(
+    ("sent", "problem"),
+    [
+        (5, "Expected `object`, got `int`"),
+        (None, "Expected `object`, got `null`"),
+        ({}, "no content"),
+        ({"content": "text"}, "Expected `array | null`, got `str` - at `$.content`"),
+        ({"content": [5]}, "Expected `object`, got `int` - at `$.content[0]`"),
+        ({"content": [], "isError": "yes"}, "Expected `bool`, got `str` - at `$.isError`"),
+        ({"content": [], "resultType": "later"}, "unknown resultType 'later'"),
+        ({"content": [{"text": "no type"}]}, "content[0] has unknown type None"),
+        ({"content": [text("ok"), {"type": "video"}]}, "content[1] has unknown type 'video'"),
+        ({"content": [{"type": "text"}]}, "content[0] (text) has no string 'text'"),
+        ({"content": [{"type": "text", "text": 5}]}, "content[0] (text) has no string 'text'"),
+        ({"content": [{"type": "image", "data": PNG}]}, "content[0] (image) has no string 'mimeType'"),
+        (
+            {"content": [{"type": "audio", "mimeType": "audio/wav"}]},
+            "content[0] (audio) has no string 'data'",
+        ),
+        (
+            {"content": [{"type": "resource_link", "uri": "u"}]},
+            "content[0] (resource_link) has no string 'name'",
+        ),
+        (
+            {"content": [{"type": "resource", "resource": {"text": "t"}}]},
+            "content[0] (resource) has no resource with a uri and text or blob",
+        ),
+        (
+            {"content": [{"type": "resource", "resource": {"uri": "u"}}]},
+            "content[0] (resource) has no resource with a uri and text or blob",
+        ),
+        (
+            {"content": [{"type": "resource"}]},
+            "content[0] (resource) has no resource with a uri and text or blob",
+        ),
+    ],
+)
+def test_a_malformed_result_is_invalid_and_says_what_is_wrong(sent: Any, problem: str) -> None:
+    with pytest.raises(InvalidResult) as caught:
+        decode_tool_result(json.dumps(sent).encode())
+    assert str(caught.value) == problem
+
+
+def test_a_result_that_is_not_json_is_invalid() -> None:
+    with pytest.raises(InvalidResult, match="JSON is malformed"):
+        decode_tool_result(b"{nope")
