@@ -15,7 +15,7 @@ its answer is recognised by its id (above ``OWN_IDS``, far from the session's,
 which count up from 0) before anything parses it, and handed back as raw JSON.
 Everything else the server writes goes to the session, parsed as before. Both
 kinds of outgoing message share one writer task, which writes whatever has
-queued up in one go.
+queued up in one go; a line written while nothing is queued goes straight to the pipe.
 
 Shutdown follows the MCP spec and the SDK: close stdin, wait, SIGTERM the
 process group, wait, SIGKILL; shielded and every wait bounded.
@@ -130,6 +130,7 @@ class StdioServer:
         self.exited = trio.Event()
         self._outbox: list[bytes] = []  # lines for the server's stdin, written by one task
         self._outbox_filled = trio.Event()
+        self._stdin: int | None = None  # the pipe's fd while it is open and no write is under way
         self._pending: dict[int, _Pending] = {}  # the worker's own requests by id
         self._last_id = OWN_IDS
         self._closed = False  # the server's stdout has ended: no answer will come
@@ -172,6 +173,17 @@ class StdioServer:
         return pending.result
 
     def _write(self, line: bytes) -> None:
+        """Queue ``line`` for the server's stdin, or write it at once when the pipe is idle and has room."""
+        if self._stdin is not None and not self._outbox:
+            data = line + b"\n"
+            try:
+                sent = os.write(self._stdin, data)
+            except OSError:  # full (the writer waits), or broken (the writer meets that too)
+                sent = 0
+            if sent < len(data):
+                self._outbox.append(data[sent:])
+                self._outbox_filled.set()
+            return
         self._outbox += (line, b"\n")
         self._outbox_filled.set()
 
@@ -312,13 +324,18 @@ class StdioServer:
     async def _pump_stdin(self, process: trio.Process) -> None:
         """Write what has queued up for the server's stdin, all of it at once."""
         assert process.stdin is not None
+        if isinstance(process.stdin, trio.lowlevel.FdStream):  # always, on Unix
+            self._stdin = process.stdin.fileno()
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             while True:
                 await self._outbox_filled.wait()
                 self._outbox_filled = trio.Event()
                 data = b"".join(self._outbox)
                 self._outbox.clear()
+                fd, self._stdin = self._stdin, None  # lines queue behind this write
                 await process.stdin.send_all(data)
+                self._stdin = fd
+        self._stdin = None
 
     async def _pump_stderr(self, process: trio.Process) -> None:
         assert process.stderr is not None
@@ -333,6 +350,7 @@ class StdioServer:
 
     async def _stop(self, process: trio.Process) -> None:
         """Close stdin, then SIGTERM and SIGKILL the process group; every wait bounded."""
+        self._stdin = None  # its fd number may be reused once closed
         if process.stdin is not None:
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await process.stdin.aclose()

@@ -398,8 +398,10 @@ class Worker:
         if invoke.tool not in self.validators:
             return self._fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
         validator = self.validators[invoke.tool]
-        if validator is not None and (
-            error := jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        if (
+            validator is not None
+            and not validator.is_valid(arguments)
+            and (error := jsonschema.exceptions.best_match(validator.iter_errors(arguments)))
         ):
             where = "/".join(str(part) for part in error.absolute_path) or "arguments"
             return self._fail(call, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}")
@@ -461,12 +463,12 @@ class Worker:
         """Run ``work`` (a request to the server) within ``budget`` and send its result, or the failure
         with its error code; a closed session ends the worker instead."""
         try:
-            with trio.fail_after(budget):
+            with trio.CancelScope(deadline=trio.current_time() + budget) as scope:
                 result = await work()
-        except trio.TooSlowError:
-            return self._fail(
-                call, "TIMEOUT", f"{what} ran past its {budget:g} s budget; the server was sent a cancel"
-            )
+            if scope.cancelled_caught:
+                return self._fail(
+                    call, "TIMEOUT", f"{what} ran past its {budget:g} s budget; the server was sent a cancel"
+                )
         except CatalogError as exc:
             return self._fail(call, exc.code, exc.message)
         except MCPError as exc:
