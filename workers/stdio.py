@@ -15,7 +15,8 @@ its answer is recognised by its id (above ``OWN_IDS``, far from the session's,
 which count up from 0) before anything parses it, and handed back as raw JSON.
 Everything else the server writes goes to the session, parsed as before. Both
 kinds of outgoing message share one writer task, which writes whatever has
-queued up in one go; a line written while nothing is queued goes straight to the pipe.
+queued up in one go (one system call for a batch of calls under load), except that a
+request sent while no other is waiting goes straight to the pipe (a lone call's latency).
 
 Shutdown follows the MCP spec and the SDK: close stdin, wait, SIGTERM the
 process group, wait, SIGKILL; shielded and every wait bounded.
@@ -159,7 +160,8 @@ class StdioServer:
         if self.envelope is not None:
             params = {**params, "_meta": self.envelope}
         pending = self._pending[request_id] = _Pending()
-        self._write(_encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+        line = _encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        self._write(line, at_once=len(self._pending) == 1)
         try:
             await pending.answered.wait()
         finally:
@@ -172,9 +174,9 @@ class StdioServer:
             raise pending.error
         return pending.result
 
-    def _write(self, line: bytes) -> None:
-        """Queue ``line`` for the server's stdin, or write it at once when the pipe is idle and has room."""
-        if self._stdin is not None and not self._outbox:
+    def _write(self, line: bytes, *, at_once: bool = False) -> None:
+        """Queue ``line`` for the server's stdin; ``at_once``: write it now if the pipe is idle, has room."""
+        if at_once and self._stdin is not None and not self._outbox:
             data = line + b"\n"
             try:
                 sent = os.write(self._stdin, data)
