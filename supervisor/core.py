@@ -668,7 +668,7 @@ class Supervisor:
                 case ToolsChanged():
                     keeper.tools_changed(event)
                 case Heartbeat():
-                    pass
+                    keeper.heartbeat_answered()
 
     def _relay_progress(self, event: InvokeProgress, keeper: Keeper) -> None:
         """To a caller that asked for progress, while its call is pending (after its answer, dropped)."""
@@ -692,10 +692,13 @@ class Supervisor:
         assert self._link is not None
         self._link.send_nowait([identity, payload])
 
-    def send_to_worker(self, identity: bytes, payload: bytes) -> None:
-        """Send if that worker is connected (a worker still starting up may not be yet)."""
-        with suppress(Unroutable):
+    def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
+        """Send if that worker is connected (a worker still starting up may not be yet); say if it was."""
+        try:
             self._worker_send(identity, payload)
+        except Unroutable:
+            return False
+        return True
 
     # ------------------------------------------------------------ deadlines
 

@@ -83,6 +83,8 @@ class Keeper:
         self.inflight: set[int] = set()  # supervisor call ids sent to the live incarnation
         self.restart_at: float | None = None
         self.last_heard: float | None = None  # when the live worker last said anything
+        self._heartbeats_sent = self._heartbeats_answered = 0  # by the live worker, in order
+        self._answer_came: trio.Event | None = None  # set at the next answer, while a probe waits
         self.spawning = False  # a worker process is being forked (its pid is not known yet)
         self.worker_log = WorkerLog(self.name)
         self._want_running = not spec.disabled  # False after an operator's stop
@@ -245,6 +247,7 @@ class Keeper:
         self._ready = trio.Event()
         self._ending = self._kill_reason = None
         self.last_heard = None
+        self._heartbeats_sent = self._heartbeats_answered = 0
         self.worker_log.tail.clear()
         self.server_pid = None
         self.spawning = True
@@ -300,20 +303,25 @@ class Keeper:
         with trio.move_on_after(self.policy.start_timeout):
             await self._ready.wait()
             return
+        # Its Ready may have been sent and still be queued, unread (a supervisor starved of CPU).
+        if await self._probe(self.settings.heartbeat_interval) and self._ready.is_set():
+            return
         self._kill(
             f"did not finish starting (initialize and tools/list) within {self.policy.start_timeout:g} s"
         )
 
     async def _watch_heartbeats(self, identity: bytes) -> None:
-        """Once the worker has spoken, it must keep answering heartbeats: one left unanswered for the
-        timeout ends it. Silence counts from the oldest unanswered heartbeat, not from the worker's last
-        message, so a supervisor that was itself starved of CPU (and asked nothing) blames no worker."""
+        """Once the worker is ready, it must keep answering heartbeats: one left unanswered for the
+        timeout ends it. While it starts, the start timeout watches it instead: among many workers
+        starting at once, one starved of CPU is slow to answer, not hung. Silence counts from the
+        oldest unanswered heartbeat, not from the worker's last message, so a supervisor that was
+        itself starved of CPU (and asked nothing) blames no worker."""
         asked: float | None = None  # when the oldest heartbeat not answered since was sent
         while True:  # settings are read each time: a reload may change them
             interval, timeout = self.settings.heartbeat_interval, self.settings.heartbeat_timeout
             now = trio.current_time()
-            self.sup.send_to_worker(identity, HEARTBEAT)
-            if self.last_heard is None:  # not spoken yet: the start timeout covers that
+            self._send_heartbeat(identity)
+            if self.last_heard is None or not self._ready.is_set():  # the start timeout covers that
                 await trio.sleep(interval)
                 continue
             if asked is None or self.last_heard >= asked:
@@ -326,6 +334,33 @@ class Keeper:
                 self._kill(f"worker stopped answering heartbeats for {timeout:g} s")
                 return
             await trio.sleep(min(interval, asked + timeout - now))
+
+    def _send_heartbeat(self, identity: bytes) -> int | None:
+        """Send the live worker a heartbeat; its number, or None when the worker is not connected."""
+        if not self.sup.send_to_worker(identity, HEARTBEAT):
+            return None
+        self._heartbeats_sent += 1
+        return self._heartbeats_sent
+
+    def heartbeat_answered(self) -> None:
+        self._heartbeats_answered += 1
+        if self._answer_came is not None:
+            self._answer_came.set()
+            self._answer_came = None
+
+    async def _probe(self, timeout: float) -> bool:
+        """A heartbeat round trip, within ``timeout``: did the worker answer? One connection keeps its
+        order, so by the time the answer is read, everything the worker sent before it has been too."""
+        identity = self.identity
+        number = None if identity is None else self._send_heartbeat(identity)
+        if number is None:
+            return False
+        with trio.move_on_after(timeout):
+            while self._heartbeats_answered < number:
+                if self._answer_came is None:
+                    self._answer_came = trio.Event()
+                await self._answer_came.wait()
+        return self._heartbeats_answered >= number
 
     async def _reap(self, process: WorkerProcess) -> None:
         """Make sure the worker and its server are gone; every wait bounded."""
@@ -370,6 +405,9 @@ class Keeper:
         self.server_pid = server_pid
 
     def ready(self, event: Ready) -> None:
+        if self._kill_reason is not None or self._ending is not None:
+            log.debug("server %r: Ready from a worker that is being stopped; ignored", self.name)
+            return  # its tools would only be routed to a worker about to exit
         now = trio.current_time()
         self.server_pid = event.server_pid
         self.tracker.ready(now)

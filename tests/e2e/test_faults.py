@@ -22,8 +22,14 @@ import zmq
 
 from supervisor._process import children
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.errors import ServerUnavailableError, SupervisorError, ToolTimeoutError, WorkerCrashedError
-from supervisor.protocol import InvokeResult, ToolResult, encode
+from supervisor.errors import (
+    ServerUnavailableError,
+    SupervisorError,
+    SupervisorUnreachableError,
+    ToolTimeoutError,
+    WorkerCrashedError,
+)
+from supervisor.protocol import InvokeResult, ServerStatus, ToolResult, encode
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
@@ -157,6 +163,53 @@ def test_a_starved_supervisor_reads_its_queue_before_declaring_workers_dead(star
     assert [after[n].worker_pid for n in "ab"] == [before[n].worker_pid for n in "ab"]
     assert all(after[n].restarts == 0 for n in "ab")
     assert "stopped answering heartbeats" not in sup.log
+
+
+def _started(sup: SupervisorProcess, name: str) -> ServerStatus | None:
+    """The server's status once its worker reported the server process started."""
+    try:
+        row = sup.status().get(name)
+    except SupervisorUnreachableError:  # not listening yet
+        return None
+    return row if row is not None and row.server_pid is not None else None
+
+
+def test_a_worker_starved_while_starting_is_watched_by_the_start_timeout_not_by_heartbeats(
+    start_supervisor: Start,
+) -> None:
+    """Among many workers starting at once on few cores, one may not run for seconds: it is slow,
+    not hung, and only the start timeout judges it until it is ready."""
+    slow = {**stdio_test_server(TEST_SERVER_INIT_DELAY=6), "startTimeout": 30}
+    sup = start_supervisor({"slow": slow}, wait=False)
+    row = poll("the worker to start its server", lambda: _started(sup, "slow"), 30, 0.02)
+    assert row.state == "starting"
+    os.kill(row.worker_pid, signal.SIGSTOP)
+    try:
+        time.sleep(4.5)  # the fault itself: longer than the 3 s heartbeat timeout (not a wait for state)
+    finally:
+        os.kill(row.worker_pid, signal.SIGCONT)
+    ready = sup.wait_states(timeout=30, slow="ready")["slow"]
+    assert (ready.worker_pid, ready.restarts) == (row.worker_pid, 0)
+    assert "stopped answering heartbeats" not in sup.log
+
+
+def test_a_starved_supervisor_reads_a_queued_ready_before_the_start_timeout_judges(
+    start_supervisor: Start,
+) -> None:
+    """Stopped across a worker's start deadline while the worker became ready, the supervisor wakes
+    with the start timer expired and the worker's Ready still queued: it must read it first."""
+    sup = start_supervisor({"quick": {**stdio_test_server(), "startTimeout": 5}}, wait=False)
+    row = poll("the worker to start its server", lambda: _started(sup, "quick"), 30, 0.02)
+    assert row.state == "starting"
+    os.kill(sup.process.pid, signal.SIGSTOP)
+    try:
+        time.sleep(8)  # the fault itself: past the 5 s start timeout; the server is ready in ~1-2 s
+    finally:
+        os.kill(sup.process.pid, signal.SIGCONT)
+    ready = sup.wait_states(timeout=30, quick="ready")["quick"]
+    assert (ready.worker_pid, ready.restarts) == (row.worker_pid, 0)
+    assert "did not finish starting" not in sup.log
+    assert sup.client.call_tool("mcp_quick_echo", {"text": "on time"}).text == "on time"
 
 
 def test_hung_initialize_is_killed_at_the_start_timeout_and_counted(start_supervisor: Start) -> None:
