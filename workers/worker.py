@@ -52,6 +52,7 @@ import jsonschema.exceptions
 import jsonschema.protocols
 import jsonschema.validators
 import msgspec
+import referencing.exceptions
 import trio
 import zmq
 from mcp import Client
@@ -397,12 +398,7 @@ class Worker:
             )
         if invoke.tool not in self.validators:
             return self._fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
-        validator = self.validators[invoke.tool]
-        if (
-            validator is not None
-            and not validator.is_valid(arguments)
-            and (error := jsonschema.exceptions.best_match(validator.iter_errors(arguments)))
-        ):
+        if error := self._schema_error(self.validators, invoke.tool, "inputSchema", arguments):
             where = "/".join(str(part) for part in error.absolute_path) or "arguments"
             return self._fail(call, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}")
         if log.isEnabledFor(logging.DEBUG):
@@ -428,16 +424,42 @@ class Worker:
         result = decode_tool_result(raw)
         if result is None:  # the server asks for input first: the session's callbacks answer
             return encode(to_tool_result(await _provide_input(client, tool, arguments, raw)))
-        validator = self.output_validators.get(tool)
-        if validator is not None and not result.is_error:
+        if self.output_validators.get(tool) is not None and not result.is_error:
             if result.structured_content is None:
                 raise InvalidResult("no structuredContent, though the tool has an outputSchema")
-            if error := jsonschema.exceptions.best_match(validator.iter_errors(result.structured_content)):
+            structured = result.structured_content
+            if error := self._schema_error(self.output_validators, tool, "outputSchema", structured):
                 where = "/".join(str(part) for part in error.absolute_path) or "structuredContent"
                 raise InvalidResult(
                     f"structuredContent does not match the outputSchema: {where}: {error.message}"
                 )
         return encode(result)
+
+    def _schema_error(
+        self,
+        validators: dict[str, jsonschema.protocols.Validator | None],
+        tool: str,
+        which: str,
+        instance: Any,
+    ) -> jsonschema.exceptions.ValidationError | None:
+        """The most relevant way ``instance`` breaks the tool's schema, or None. A schema whose ``$ref``
+        does not resolve cannot check anything: it is dropped, with a warning, and the server decides."""
+        validator = validators.get(tool)
+        if validator is None:
+            return None
+        try:
+            if validator.is_valid(instance):
+                return None
+            error: jsonschema.exceptions.ValidationError | None = jsonschema.exceptions.best_match(
+                validator.iter_errors(instance)
+            )
+        except referencing.exceptions.Unresolvable as exc:
+            log.warning(
+                "tool %r: its %s has a $ref that does not resolve (%s); not checked", tool, which, exc
+            )
+            validators[tool] = None
+            return None
+        return error
 
     async def _fetch(self, client: Client, fetch: Fetch) -> None:
         """A resources or prompts request, under its budget and with the error codes of a tool call."""

@@ -90,3 +90,17 @@ def test_an_abandoned_call_is_cancelled_by_its_id_and_its_late_answer_dropped(
     assert legacy.client.call_tool("mcp_old_echo", {"text": "after"}).text == "after"
     assert legacy.status()["old"].restarts == 0
     assert "Traceback" not in legacy.log
+
+
+def test_a_schema_whose_ref_does_not_resolve_is_dropped_with_a_warning_not_the_worker(
+    legacy: SupervisorProcess,
+) -> None:
+    pid = legacy.status()["old"].worker_pid
+    for _ in range(2):
+        result = legacy.client.call_tool("mcp_old_refs", {"x": 1})
+        assert (result.text, result.structured_content) == ("refs", {"y": 1})
+    status = legacy.status()["old"]
+    assert (status.worker_pid, status.restarts) == (pid, 0)
+    for which in ("inputSchema", "outputSchema"):
+        warning = f"tool 'refs': its {which} has a $ref that does not resolve"
+        assert legacy.log.count(warning) == 1, legacy.log  # dropped after the first time

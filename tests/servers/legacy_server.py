@@ -18,6 +18,8 @@ Tools:
     counted {n}      -> structured content {"n": n} and n as text; advertises an outputSchema that
                         requires an integer ``n`` (so a string ``n`` breaks it)
     extras {}        -> a text item carrying an ``annotations`` object and ``_meta``
+    refs {x}         -> "refs" and structured content {"y": 1}; its input and output schemas each have
+                        a ``$ref`` that does not resolve (valid JSON Schema that cannot check anything)
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ def main() -> None:
             },
         },
         {"name": "extras", "description": "A text item with more fields.", "inputSchema": ANY_OBJECT},
+        {
+            "name": "refs",
+            "description": "Schemas with a $ref that does not resolve.",
+            "inputSchema": {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}},
+            "outputSchema": {"type": "object", "properties": {"y": {"$ref": "#/$defs/gone"}}},
+        },
     ]
     cancelled: list[Any] = []
     calls: list[Any] = []
@@ -143,6 +151,8 @@ def call(
     elif name == "extras":
         item = {"type": "text", "text": "extra", "annotations": {"priority": 0.5}, "_meta": {"k": "v"}}
         send({"id": id_, "result": {"content": [item]}})
+    elif name == "refs":
+        send({"id": id_, "result": text("refs", structuredContent={"y": 1})})
     elif any(tool["name"] == name for tool in tools):
         send({"id": id_, "result": text(str(arguments.get("text")))})
     else:
