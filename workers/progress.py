@@ -1,8 +1,10 @@
 """Coalesces one call's progress notifications before they go to the supervisor.
 
 Above: the worker's ``_call``, which sends what ``ProgressRelay`` hands it as
-``InvokeProgress``. Below: the SDK, which calls the relay (its ``ProgressFnT``)
-once per ``notifications/progress`` from the server, each in a task of its own.
+``InvokeProgress``. Below: the worker's stdio transport, which hands each
+``notifications/progress`` to ``hold`` as it reads it (and starts ``pace`` when
+told to); or the SDK, which calls the relay (its ``ProgressFnT``) once per
+notification, each in a task of its own.
 
 A server may send progress as fast as it likes; the caller gets at most one
 notification per ``interval``: the first at once, then the latest one of each
@@ -40,18 +42,24 @@ class ProgressRelay:
         self._closed = False
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        """The SDK's progress callback (one task each): hold the notification; send it when allowed.
+        """The SDK's progress callback (one task each): hold the notification; send it when allowed."""
+        if self.hold(progress, total, message):
+            await self.pace()
 
-        The first task to hold something while the interval runs waits for its end and sends
-        the latest held then; the others only replace what is held.
-        """
+    def hold(self, progress: float, total: float | None, message: str | None) -> bool:
+        """Hold a notification, replacing what is held; True when the caller must run ``pace()``
+        (the first to hold something while no ``pace()`` runs)."""
         if self._closed or progress <= self._last:
-            return
+            return False
         self._last = progress
         self._held = (progress, total, message)
         if self._pacing:
-            return
+            return False
         self._pacing = True
+        return True
+
+    async def pace(self) -> None:
+        """Wait for the end of the interval, then send the latest held."""
         try:
             await trio.sleep_until(self._next)
             self.flush()

@@ -12,7 +12,9 @@ so a server printing garbage cannot grow the worker's memory without bound.
 It also carries the worker's own requests beside the session's (``request``):
 the hot path of a tool call. Such a request is written as JSON by msgspec and
 its answer is recognised by its id (above ``OWN_IDS``, far from the session's,
-which count up from 0) before anything parses it, and handed back as raw JSON.
+which count up from 0) before anything parses it, and handed back as raw JSON;
+its ``notifications/progress`` (the request's id is its progress token) go to
+the request's callback as they are read.
 Everything else the server writes goes to the session, parsed as before. Both
 kinds of outgoing message share one writer task, which writes whatever has
 queued up in one go (one system call for a batch of calls under load), except that a
@@ -47,7 +49,7 @@ from mcp.shared.message import SessionMessage
 from supervisor._process import kill_adopted, kill_group
 from workers.ratelimit import RateLimit
 
-__all__ = ["CommandNotFound", "StdioServer"]
+__all__ = ["CommandNotFound", "Progress", "StdioServer"]
 
 log = logging.getLogger("mcp_supervisor.worker.stdio")
 
@@ -66,8 +68,16 @@ class _Head(msgspec.Struct):
 
     id: int | str | None = None
     method: str | None = None
+    params: msgspec.Raw = _ABSENT
     result: msgspec.Raw = _ABSENT
     error: msgspec.Raw = _ABSENT
+
+
+class _Progress(msgspec.Struct, rename="camel"):
+    progress_token: int | str
+    progress: float
+    total: float | None = None
+    message: str | None = None
 
 
 class _Error(msgspec.Struct):
@@ -78,6 +88,7 @@ class _Error(msgspec.Struct):
 
 _decode_head = msgspec.json.Decoder(_Head).decode
 _decode_error = msgspec.json.Decoder(_Error).decode
+_decode_progress = msgspec.json.Decoder(_Progress).decode
 _encode = msgspec.json.Encoder().encode
 
 
@@ -90,6 +101,9 @@ class _Pending:
         self.answered = trio.Event()
         self.result = _ABSENT
         self.error: MCPError | None = None
+
+
+Progress = Callable[[float, float | None, str | None], None]  # progress, total, message
 
 
 class CommandNotFound(Exception):
@@ -133,6 +147,7 @@ class StdioServer:
         self._outbox_filled = trio.Event()
         self._stdin: int | None = None  # the pipe's fd while it is open and no write is under way
         self._pending: dict[int, _Pending] = {}  # the worker's own requests by id
+        self._progress: dict[int, Progress] = {}  # their progress callbacks, by id (= progress token)
         self._last_id = OWN_IDS
         self._closed = False  # the server's stdout has ended: no answer will come
         self.envelope: dict[str, Any] | None = None  # ``_meta`` the session puts on its requests
@@ -145,26 +160,35 @@ class StdioServer:
     def returncode(self) -> int | None:
         return self.process.returncode if self.process is not None else None
 
-    async def request(self, method: str, params: dict[str, Any]) -> msgspec.Raw:
+    async def request(
+        self, method: str, params: dict[str, Any], progress: Progress | None = None
+    ) -> msgspec.Raw:
         """Send a request of the worker's own and return its result as raw JSON.
 
         The request carries the ``_meta`` the session stamps on its own (the 2026-07-28 envelope:
-        protocol version, client info and capabilities; nothing on older protocol versions). A
-        JSON-RPC error, or the server's stdout ending first, raises ``MCPError``, as the session's
-        requests do. Cancelled, it sends the server ``notifications/cancelled``.
+        protocol version, client info and capabilities; nothing on older protocol versions), and
+        with ``progress`` a progress token: the server's progress notifications for it are handed
+        to ``progress`` as they are read, so all of them before the answer. A JSON-RPC error, or
+        the server's stdout ending first, raises ``MCPError``, as the session's requests do.
+        Cancelled, it sends the server ``notifications/cancelled``.
         """
         if self._closed:
             raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
         self._last_id += 1
         request_id = self._last_id
-        if self.envelope is not None:
-            params = {**params, "_meta": self.envelope}
+        meta = self.envelope
+        if progress is not None:
+            meta = {**(meta or {}), "progressToken": request_id}
+            self._progress[request_id] = progress
+        if meta is not None:
+            params = {**params, "_meta": meta}
         pending = self._pending[request_id] = _Pending()
         line = _encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         self._write(line, at_once=len(self._pending) == 1)
         try:
             await pending.answered.wait()
         finally:
+            self._progress.pop(request_id, None)
             if self._pending.pop(request_id, None) is not None:  # abandoned before its answer
                 cancel = {"requestId": request_id, "reason": "caller cancelled"}
                 self._write(
@@ -213,6 +237,19 @@ class StdioServer:
             else:
                 pending.error = MCPError(error.code, error.message, error.data)
         pending.answered.set()
+
+    def _relay_progress(self, head: _Head) -> bool:
+        """Hand a progress notification to the request of ours it is for; False if it is not."""
+        try:
+            params = _decode_progress(head.params)
+        except msgspec.DecodeError:
+            return False  # the session's parser decides
+        token = params.progress_token
+        progress = self._progress.get(token) if isinstance(token, int) else None
+        if progress is None:
+            return False
+        progress(params.progress, params.total, params.message)
+        return True
 
     def _close_pending(self) -> None:
         self._closed = True
@@ -301,6 +338,8 @@ class StdioServer:
         else:
             if isinstance(head.id, int) and head.id > OWN_IDS and head.method is None:
                 return self._settle(head)
+            if head.method == "notifications/progress" and self._progress and self._relay_progress(head):
+                return
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:

@@ -100,7 +100,7 @@ from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
 from workers.requests import ServerRequests
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
-from workers.stdio import CommandNotFound, StdioServer
+from workers.stdio import CommandNotFound, Progress, StdioServer
 
 __all__ = ["main"]
 
@@ -179,6 +179,7 @@ class Worker:
         self.output_validators: dict[str, jsonschema.protocols.Validator | None] = {}  # of results
         self.catalog = Catalog(boot.server)  # resources and prompts
         self._scope = trio.CancelScope()
+        self._tasks: trio.Nursery | None = None  # the worker's own: calls, and their progress pacing
 
     async def run(self) -> int:
         spec = self.boot.spec
@@ -197,7 +198,7 @@ class Worker:
         else:
             transport = connect_remote(spec, self.http)
         async with trio.open_nursery() as nursery:
-            self._scope = nursery.cancel_scope
+            self._scope, self._tasks = nursery.cancel_scope, nursery
             nursery.start_soon(self._watch_lifeline)
             if self.server is not None:
                 nursery.start_soon(self._watch_server, self.server)
@@ -405,25 +406,40 @@ class Worker:
             log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
 
         async def call_tool() -> bytes:
-            if invoke.progress:
-                result = await self._call_with_progress(client, call, invoke.tool, arguments)
-            elif self.server is not None:
-                return await self._call_stdio(client, self.server, invoke.tool, arguments)
-            else:
-                result = await client.call_tool(invoke.tool, arguments)
+            relay = self._progress_relay(call) if invoke.progress else None
+            try:
+                if self.server is not None:
+                    return await self._call_stdio(client, self.server, invoke.tool, arguments, relay)
+                result = await client.call_tool(invoke.tool, arguments, progress_callback=relay)
+            finally:
+                if relay is not None:
+                    relay.close()  # what it holds goes before the answer, nothing after
             return encode(to_tool_result(result))
 
         what = f"tool {invoke.tool!r}"
         await self._answer(call, what, f"a call to {invoke.tool!r}", invoke.budget, call_tool)
 
     async def _call_stdio(
-        self, client: Client, server: StdioServer, tool: str, arguments: dict[str, Any]
+        self,
+        client: Client,
+        server: StdioServer,
+        tool: str,
+        arguments: dict[str, Any],
+        relay: ProgressRelay | None,
     ) -> bytes:
         """The hot path: the worker's own ``tools/call``, its JSON result checked and relayed."""
-        raw = await server.request("tools/call", {"name": tool, "arguments": arguments})
+        hold: Progress | None = None
+        if relay is not None and self._tasks is not None:
+            tasks = self._tasks
+
+            def hold(progress: float, total: float | None, message: str | None) -> None:
+                if relay.hold(progress, total, message):
+                    tasks.start_soon(relay.pace)  # it sends nothing once the relay is closed
+
+        raw = await server.request("tools/call", {"name": tool, "arguments": arguments}, hold)
         result = decode_tool_result(raw)
         if result is None:  # the server asks for input first: the session's callbacks answer
-            return encode(to_tool_result(await _provide_input(client, tool, arguments, raw)))
+            return encode(to_tool_result(await _provide_input(client, tool, arguments, raw, relay)))
         if self.output_validators.get(tool) is not None and not result.is_error:
             if result.structured_content is None:
                 raise InvalidResult("no structuredContent, though the tool has an outputSchema")
@@ -516,20 +532,14 @@ class Worker:
             return self._fail(call, "INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
         self._send(InvokeResult(call=call, result=msgspec.Raw(result)))
 
-    async def _call_with_progress(
-        self, client: Client, call: int, tool: str, arguments: dict[str, Any]
-    ) -> CallToolResult:
-        """``call_tool`` with the server's progress relayed as ``InvokeProgress`` (coalesced), all before
+    def _progress_relay(self, call: int) -> ProgressRelay:
+        """The server's progress for ``call``, relayed as ``InvokeProgress`` (coalesced), all before
         the call's own answer."""
 
         def send(progress: float, total: float | None, message: str | None) -> None:
             self._send(InvokeProgress(call=call, progress=progress, total=total, message=message))
 
-        relay = ProgressRelay(send)
-        try:
-            return await client.call_tool(tool, arguments, progress_callback=relay)
-        finally:
-            relay.close()
+        return ProgressRelay(send)
 
     def _fail(self, call: int, code: str, message: str) -> None:
         self._send(InvokeFailed(call=call, code=code, message=message))
@@ -558,7 +568,9 @@ def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
     return cls(schema)
 
 
-async def _provide_input(client: Client, tool: str, arguments: dict[str, Any], raw: bytes) -> CallToolResult:
+async def _provide_input(
+    client: Client, tool: str, arguments: dict[str, Any], raw: msgspec.Raw, relay: ProgressRelay | None
+) -> CallToolResult:
     """Finish a call whose first answer asks for input (2026-07-28): answer that round's requests through
     the session's callbacks, then the session retries with the answers (and runs any further rounds)."""
     first = InputRequiredResult.model_validate_json(bytes(raw), by_name=False)
@@ -575,7 +587,7 @@ async def _provide_input(client: Client, tool: str, arguments: dict[str, Any], r
     else:
         await trio.sleep(STATE_ONLY_RETRY)
     return await client.call_tool(
-        tool, arguments, input_responses=responses, request_state=first.request_state
+        tool, arguments, progress_callback=relay, input_responses=responses, request_state=first.request_state
     )
 
 

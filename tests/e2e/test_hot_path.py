@@ -2,7 +2,8 @@
 relayed without the SDK's models. Against the hand-written legacy server, which can answer in ways an
 SDK server never would: each malformed answer is a SERVER_ERROR naming what is wrong, and the worker
 serves on; a structured result is checked against the tool's output schema; an abandoned call sends the
-server ``notifications/cancelled`` for its id, and the late answer is dropped.
+server ``notifications/cancelled`` for its id, and the late answer is dropped; a call that asks for
+progress carries its own id as progress token and gets the server's notifications before its answer.
 """
 
 from __future__ import annotations
@@ -104,3 +105,21 @@ def test_a_schema_whose_ref_does_not_resolve_is_dropped_with_a_warning_not_the_w
     for which in ("inputSchema", "outputSchema"):
         warning = f"tool 'refs': its {which} has a $ref that does not resolve"
         assert legacy.log.count(warning) == 1, legacy.log  # dropped after the first time
+
+
+def test_a_call_that_asks_for_progress_takes_the_hot_path_with_its_id_as_token(
+    legacy: SupervisorProcess,
+) -> None:
+    notes: list[tuple[float, float | None, str | None]] = []
+
+    def record(progress: float, total: float | None, message: str | None) -> None:
+        notes.append((progress, total, message))
+
+    result = legacy.client.call_tool("mcp_old_progress", {"count": 5}, progress=record)
+    token = json.loads(result.text)["token"]
+    assert isinstance(token, int) and token > OWN_IDS
+    assert notes[-1] == (5, 5, "step 5")  # coalesced (5 in a burst), the last one before the answer
+    assert [progress for progress, _, _ in notes] == sorted({progress for progress, _, _ in notes})
+    notes.clear()
+    assert json.loads(legacy.client.call_tool("mcp_old_progress", {"count": 5}).text) == {"token": None}
+    assert notes == []

@@ -18,6 +18,8 @@ Tools:
     counted {n}      -> structured content {"n": n} and n as text; advertises an outputSchema that
                         requires an integer ``n`` (so a string ``n`` breaks it)
     extras {}        -> a text item carrying an ``annotations`` object and ``_meta``
+    progress {count} -> with a progressToken, ``count`` progress notifications (1..count of count,
+                        message "step <i>"), then the token as JSON ({"token": ...}, null without)
     refs {x}         -> "refs" and structured content {"y": 1}; its input and output schemas each have
                         a ``$ref`` that does not resolve (valid JSON Schema that cannot check anything)
 """
@@ -79,6 +81,7 @@ def main() -> None:
             },
         },
         {"name": "extras", "description": "A text item with more fields.", "inputSchema": ANY_OBJECT},
+        {"name": "progress", "description": "Progress, then its token.", "inputSchema": ANY_OBJECT},
         {
             "name": "refs",
             "description": "Schemas with a $ref that does not resolve.",
@@ -114,7 +117,8 @@ def main() -> None:
             send({"id": id_, "result": {"tools": tools}})
         elif method == "tools/call":
             calls.append(id_)
-            call(id_, params.get("name"), params.get("arguments") or {}, tools, cancelled, calls)
+            token = (params.get("_meta") or {}).get("progressToken")
+            call(id_, params.get("name"), params.get("arguments") or {}, tools, cancelled, calls, token)
         else:
             send({"id": id_, "error": {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"}})
 
@@ -126,6 +130,7 @@ def call(
     tools: list[dict[str, Any]],
     cancelled: list[Any],
     calls: list[Any],
+    token: Any,
 ) -> None:
     if name == "add_tool":
         tools.append({"name": arguments["name"], "description": "Added.", "inputSchema": ECHO_SCHEMA})
@@ -151,6 +156,12 @@ def call(
     elif name == "extras":
         item = {"type": "text", "text": "extra", "annotations": {"priority": 0.5}, "_meta": {"k": "v"}}
         send({"id": id_, "result": {"content": [item]}})
+    elif name == "progress":
+        count = int(arguments.get("count", 3))
+        for i in range(1, count + 1 if token is not None else 1):
+            note = {"progressToken": token, "progress": i, "total": count, "message": f"step {i}"}
+            send({"method": "notifications/progress", "params": note})
+        send({"id": id_, "result": text(json.dumps({"token": token}))})
     elif name == "refs":
         send({"id": id_, "result": text("refs", structuredContent={"y": 1})})
     elif any(tool["name"] == name for tool in tools):

@@ -1,6 +1,7 @@
 """workers.progress.ProgressRelay: one notification per interval at most, the latest, the last at the end.
 
-As in the SDK, each notification calls the relay in a task of its own.
+As in the SDK, each notification calls the relay in a task of its own; the worker's stdio transport
+instead holds each one as it reads it and starts ``pace`` only when told to.
 """
 
 from __future__ import annotations
@@ -74,3 +75,19 @@ async def test_progress_that_does_not_increase_is_dropped(autojump_clock: trio.t
         await relay(value, None, None)
         await trio.sleep(1)
     assert [note[0] for _, note in sent] == [1, 2]
+
+
+async def test_holding_in_order_asks_for_one_pacing_task_at_a_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    relay, sent = _relay()
+    async with trio.open_nursery() as nursery:
+        assert relay.hold(1, 10, None)  # the first: pace it
+        nursery.start_soon(relay.pace)
+        await trio.testing.wait_all_tasks_blocked()
+        asks = [relay.hold(i, 10, None) for i in range(2, 6)]  # one task already paces these
+        assert asks == [True, False, False, False]
+        nursery.start_soon(relay.pace)
+        assert not relay.hold(5, 10, "not higher")
+    assert [note for _, note in sent] == [(1, 10, None), (5, 10, None)]
+    assert [at for at, _ in sent] == [0.0, INTERVAL]
