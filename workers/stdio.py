@@ -95,9 +95,10 @@ _encode = msgspec.json.Encoder().encode
 class _Pending:
     """One of the worker's own requests, waiting for its answer."""
 
-    __slots__ = ("answered", "error", "result")
+    __slots__ = ("answered", "error", "progress", "result")
 
-    def __init__(self) -> None:
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress  # its progress callback; its id is the progress token
         self.answered = trio.Event()
         self.result = _ABSENT
         self.error: MCPError | None = None
@@ -147,7 +148,6 @@ class StdioServer:
         self._outbox_filled = trio.Event()
         self._stdin: int | None = None  # the pipe's fd while it is open and no write is under way
         self._pending: dict[int, _Pending] = {}  # the worker's own requests by id
-        self._progress: dict[int, Progress] = {}  # their progress callbacks, by id (= progress token)
         self._last_id = OWN_IDS
         self._closed = False  # the server's stdout has ended: no answer will come
         self.envelope: dict[str, Any] | None = None  # ``_meta`` the session puts on its requests
@@ -179,16 +179,14 @@ class StdioServer:
         meta = self.envelope
         if progress is not None:
             meta = {**(meta or {}), "progressToken": request_id}
-            self._progress[request_id] = progress
         if meta is not None:
             params = {**params, "_meta": meta}
-        pending = self._pending[request_id] = _Pending()
+        pending = self._pending[request_id] = _Pending(progress)
         line = _encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         self._write(line, at_once=len(self._pending) == 1)
         try:
             await pending.answered.wait()
         finally:
-            self._progress.pop(request_id, None)
             if self._pending.pop(request_id, None) is not None:  # abandoned before its answer
                 cancel = {"requestId": request_id, "reason": "caller cancelled"}
                 self._write(
@@ -245,10 +243,10 @@ class StdioServer:
         except msgspec.DecodeError:
             return False  # the session's parser decides
         token = params.progress_token
-        progress = self._progress.get(token) if isinstance(token, int) else None
-        if progress is None:
+        pending = self._pending.get(token) if isinstance(token, int) else None
+        if pending is None or pending.progress is None:
             return False
-        progress(params.progress, params.total, params.message)
+        pending.progress(params.progress, params.total, params.message)
         return True
 
     def _close_pending(self) -> None:
@@ -338,7 +336,7 @@ class StdioServer:
         else:
             if isinstance(head.id, int) and head.id > OWN_IDS and head.method is None:
                 return self._settle(head)
-            if head.method == "notifications/progress" and self._progress and self._relay_progress(head):
+            if head.method == "notifications/progress" and self._pending and self._relay_progress(head):
                 return
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)

@@ -20,11 +20,12 @@ Life of a worker:
    server's notifications as ``InvokeProgress`` (``workers.progress``
    coalesces them) before its answer; serve ``Fetch`` (resources and prompts,
    see ``workers.catalog``) the same way; probe the server every ``pingInterval``.
-   On a stdio server a call without progress takes the hot path: the worker
-   writes the ``tools/call`` itself (``StdioServer.request``) and turns the
-   server's JSON result into the wire's ``ToolResult`` without the SDK's
-   models; the session still does the handshake, listings, the server's own
-   requests and a result that asks for input;
+   On a stdio server every call takes the hot path: the worker writes the
+   ``tools/call`` itself (``StdioServer.request``, which also hands it the
+   call's progress) and turns the server's JSON result into the wire's
+   ``ToolResult`` without the SDK's models; the session still does the
+   handshake, listings, the server's own requests and a result that asks for
+   input;
 4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
    status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
 
@@ -429,8 +430,9 @@ class Worker:
     ) -> bytes:
         """The hot path: the worker's own ``tools/call``, its JSON result checked and relayed."""
         hold: Progress | None = None
-        if relay is not None and self._tasks is not None:
+        if relay is not None:
             tasks = self._tasks
+            assert tasks is not None, "calls run in the worker's nursery"
 
             def hold(progress: float, total: float | None, message: str | None) -> None:
                 if relay.hold(progress, total, message):
