@@ -87,6 +87,7 @@ from supervisor.protocol import (
     decode_front_request,
     decode_worker_event,
     encode,
+    total_decoder,
 )
 from supervisor.registry import Diff, Registry, sanitize, server_of
 from supervisor.reload import ReloadPlan, ReloadRejected, plan_reload
@@ -738,12 +739,16 @@ def _names(names: list[str]) -> str:
     return ", ".join(names) or "none"
 
 
+class _Id(msgspec.Struct):
+    id: int = 0
+
+
+_decode_id = total_decoder(msgspec.msgpack.Decoder(_Id).decode)
+
+
 def _salvage_id(payload: bytes) -> int:
     """The request id from a message that did not decode as a request, or 0."""
     try:
-        data = msgspec.msgpack.decode(payload)
+        return _decode_id(payload).id
     except msgspec.DecodeError:
         return 0
-    if isinstance(data, dict) and isinstance(data.get("id"), int):
-        return int(data["id"])
-    return 0

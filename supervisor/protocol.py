@@ -19,7 +19,8 @@ older peer still decodes a newer message (unknown fields are skipped).
 from __future__ import annotations
 
 import enum
-from typing import Any, Final, Literal
+from collections.abc import Callable
+from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -53,6 +54,7 @@ __all__ = [
     "ListResources",
     "ListTools",
     "Listing",
+    "MalformedMessage",
     "Ping",
     "PromptInfo",
     "PromptResult",
@@ -86,9 +88,11 @@ __all__ = [
     "decode_event",
     "decode_front_reply",
     "decode_front_request",
+    "decode_worker_boot",
     "decode_worker_command",
     "decode_worker_event",
     "encode",
+    "total_decoder",
 ]
 
 ErrorCode = Literal[
@@ -546,16 +550,45 @@ WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | InvokeProgress | H
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode
 
+_T = TypeVar("_T")
+
+
+class MalformedMessage(msgspec.DecodeError):
+    """Bytes from another process that are not a message of the kind expected there.
+
+    Every decoder of this module raises it (or another ``msgspec.DecodeError``) for *any* input that
+    is not such a message: wrong shape, invalid UTF-8 in a string, nesting deeper than the
+    interpreter's recursion limit. Each edge answers it with its own documented error, so a peer's
+    bytes can never end the process that reads them."""
+
+
+def total_decoder(decode: Callable[[bytes], _T]) -> Callable[[bytes], _T]:
+    """``decode`` (a msgspec decoder's ``decode``), made total: every failure is a ``DecodeError``.
+
+    msgspec raises ``UnicodeDecodeError`` for a string that is not UTF-8 and ``RecursionError`` for
+    deep nesting (about 1000 levels, e.g. 7 KB of ``[[[[...``), neither a ``DecodeError``."""
+
+    def decode_total(data: bytes) -> _T:
+        try:
+            return decode(data)
+        except UnicodeDecodeError as exc:
+            raise MalformedMessage(f"a string is not valid UTF-8 ({exc.reason})") from None
+        except RecursionError:
+            raise MalformedMessage("nested too deeply") from None
+
+    return decode_total
+
+
 _front_request = msgspec.msgpack.Decoder(FrontRequest)
 _front_reply = msgspec.msgpack.Decoder(FrontReply)
 _worker_command = msgspec.msgpack.Decoder(WorkerCommand)
 _worker_event = msgspec.msgpack.Decoder(WorkerEvent)
 _event: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
-decode_front_request = _front_request.decode
-decode_front_reply = _front_reply.decode
-decode_worker_command = _worker_command.decode
-decode_worker_event = _worker_event.decode
-decode_event = _event.decode
+decode_front_request = total_decoder(_front_request.decode)
+decode_front_reply = total_decoder(_front_reply.decode)
+decode_worker_command = total_decoder(_worker_command.decode)
+decode_worker_event = total_decoder(_worker_event.decode)
+decode_event = total_decoder(_event.decode)
 HEARTBEAT: Final = encode(Heartbeat())  # the same bytes every time, both ways
 
 
@@ -583,3 +616,6 @@ class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):
     spec: ServerSpec
     log_level: int = 20
     stderr_lines_per_second: float = 100.0  # the server's stderr beyond this rate is counted, not logged
+
+
+decode_worker_boot = total_decoder(msgspec.json.Decoder(WorkerBoot).decode)

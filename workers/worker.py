@@ -92,6 +92,7 @@ from supervisor.protocol import (
     WorkerBoot,
     WorkerExit,
     WorkerTool,
+    decode_worker_boot,
     decode_worker_command,
     encode,
 )
@@ -638,7 +639,7 @@ def main() -> int:
     handler = _LineHandler()
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     try:
-        boot = msgspec.json.decode(sys.stdin.buffer.readline(), type=WorkerBoot)
+        boot = decode_worker_boot(sys.stdin.buffer.readline())
     except msgspec.DecodeError as exc:
         log.error("bad boot message on stdin: %s", exc)
         return WorkerExit.START_FAILED
