@@ -35,6 +35,7 @@ __all__ = [
     "EVENTS_HWM",
     "MAX_MESSAGE_SIZE",
     "Poller",
+    "QueueFull",
     "TrioSocket",
     "Unroutable",
     "bind_publisher",
@@ -66,7 +67,11 @@ def readable(sock: zmq.Socket[bytes]) -> bool:
 
 
 class Unroutable(Exception):
-    """A ROUTER reply addressed to a peer that is not connected (any more)."""
+    """A ROUTER reply addressed to a peer that is not connected (any more), or that cannot take it."""
+
+
+class QueueFull(Unroutable):
+    """A ROUTER reply to a peer whose queue is at the send high-water mark: it does not read."""
 
 
 class TrioSocket:
@@ -82,7 +87,9 @@ class TrioSocket:
         try:
             self.sock.send_multipart(frames, zmq.NOBLOCK)
         except zmq.ZMQError as exc:
-            if exc.errno in (errno.EHOSTUNREACH, zmq.EAGAIN):
+            if exc.errno == zmq.EAGAIN:
+                raise QueueFull(str(exc)) from exc
+            if exc.errno == errno.EHOSTUNREACH:
                 raise Unroutable(str(exc)) from exc
             raise
         finally:
@@ -183,14 +190,18 @@ def bind_publisher(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.So
     return sock
 
 
-def bind_router(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> TrioSocket:
-    """A ROUTER bound to ``endpoint`` with the options every ROUTER here needs."""
+def bind_router(
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, *, send_hwm: int = 0, recv_hwm: int = 0
+) -> TrioSocket:
+    """A ROUTER bound to ``endpoint`` with the options every ROUTER here needs. ``send_hwm`` bounds the
+    messages queued for each peer (0: no bound), past which a send raises ``QueueFull``; ``recv_hwm``
+    the messages taken from each peer and not yet read, past which that peer's sends wait."""
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # unroutable replies raise instead of vanishing
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
-    sock.setsockopt(zmq.SNDHWM, 0)
-    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.SNDHWM, send_hwm)
+    sock.setsockopt(zmq.RCVHWM, recv_hwm)
     try:
         sock.bind(endpoint)
     except zmq.ZMQError:
