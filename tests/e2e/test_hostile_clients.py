@@ -12,57 +12,36 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
-import zmq
 
 from supervisor.protocol import (
     CallResult,
-    CallTool,
     ErrorReply,
-    FrontReply,
-    FrontRequest,
     ListTools,
     Ping,
     ToolList,
-    decode_front_reply,
     encode,
 )
-from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
+from tests.e2e.harness import (
+    SupervisorProcess,
+    assert_unharmed,
+    poll,
+    raw_call,
+    raw_client,
+    rss_kb,
+    stdio_test_server,
+    worker_pids,
+)
+from tests.hostile import deep, mp, mp_map, mp_str
 
 pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
 LEGACY_SERVER = Path(__file__).parent.parent / "servers" / "legacy_server.py"
 REPLY_TIMEOUT = 10.0  # seconds for one reply on a raw socket
-
-
-# ----------------------------------------------------------------- raw msgpack
-
-
-def mp_str(data: bytes) -> bytes:
-    """A msgpack str holding ``data`` as it is (valid UTF-8 or not)."""
-    if len(data) < 32:
-        return bytes([0xA0 | len(data)]) + data
-    return b"\xda" + len(data).to_bytes(2, "big") + data
-
-
-def mp_map(*pairs: tuple[bytes, bytes]) -> bytes:
-    """A msgpack map of already encoded keys and values (fewer than 16)."""
-    return bytes([0x80 | len(pairs)]) + b"".join(key + value for key, value in pairs)
-
-
-def mp(value: Any) -> bytes:
-    return msgspec.msgpack.encode(value)
-
-
-def deep(levels: int) -> bytes:
-    """``levels`` nested one-element arrays around nil: 1000 levels is 1 KB."""
-    return b"\x91" * levels + b"\xc0"
 
 
 BAD_UTF8 = b"\xff\xfe bad"
@@ -114,59 +93,6 @@ MALFORMED: dict[str, tuple[bytes, int]] = {
 # ---------------------------------------------------------------- raw client
 
 
-class RawClient:
-    """A DEALER that speaks the front protocol by hand (or not at all)."""
-
-    def __init__(self, endpoint: str, **options: int) -> None:
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        for name, value in options.items():
-            self.sock.setsockopt(getattr(zmq, name), value)
-        self.sock.connect(endpoint)
-
-    def send(self, message: FrontRequest | bytes) -> None:
-        self.sock.send(message if isinstance(message, bytes) else encode(message))
-
-    def recv(self, timeout: float = REPLY_TIMEOUT) -> FrontReply:
-        assert self.sock.poll(int(timeout * 1000)), f"no reply within {timeout} s"
-        return decode_front_reply(self.sock.recv())
-
-    def close(self) -> None:
-        self.sock.close()
-        self.ctx.term()
-
-
-@contextmanager
-def raw_client(endpoint: str, **options: int) -> Iterator[RawClient]:
-    client = RawClient(endpoint, **options)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def call(id: int, name: str, arguments: dict[str, Any], timeout: float | None = None) -> CallTool:
-    return CallTool(id=id, name=name, arguments=msgspec.Raw(mp(arguments)), timeout=timeout)
-
-
-def rss_kb(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
-    assert match is not None
-    return int(match.group(1))
-
-
-def assert_unharmed(sup: SupervisorProcess, pids: dict[str, int | None]) -> None:
-    """The supervisor answers, every server is ready with the same worker, and a call works."""
-    assert sup.process.poll() is None, f"supervisor exited with {sup.process.returncode}:\n{sup.log}"
-    sup.client.ping()
-    status = sup.status()
-    assert {name: row.worker_pid for name, row in status.items()} == pids
-    assert all(row.state == "ready" for row in status.values())
-    assert sup.client.call_tool("mcp_test_echo", {"text": "unharmed"}, timeout=10).text == "unharmed"
-
-
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
     sup = SupervisorProcess(tmp_path_factory.mktemp("hostile"), {"test": stdio_test_server()})
@@ -185,10 +111,6 @@ def logged(sup: SupervisorProcess, what: str) -> int:
             held_back = re.search(r" (\d+) more ", line)
             total += int(held_back.group(1)) if held_back else 1
     return total
-
-
-def worker_pids(sup: SupervisorProcess) -> dict[str, int | None]:
-    return {name: row.worker_pid for name, row in sup.status().items()}
 
 
 # ----------------------------------------------------------------- malformed
@@ -262,22 +184,22 @@ def test_a_request_past_the_clients_bound_is_answered_overloaded_at_once(start_s
     )
     with raw_client(sup.endpoint) as greedy, raw_client(sup.endpoint) as other:
         for id in (1, 2, 3):
-            greedy.send(call(id, "mcp_test_slow", {"seconds": 30, "tag": f"t{id}"}, timeout=2))
-        greedy.send(call(4, "mcp_test_echo", {"text": "one too many"}))
+            greedy.send(raw_call(id, "mcp_test_slow", {"seconds": 30, "tag": f"t{id}"}, timeout=2))
+        greedy.send(raw_call(4, "mcp_test_echo", {"text": "one too many"}))
         reply = greedy.recv(timeout=1.5)  # before any of the three could have ended
         assert isinstance(reply, ErrorReply) and (reply.id, reply.code) == (4, "OVERLOADED")
         assert "maxCallsPerClient" in reply.message
         # Another client has its own bound, up to everyone's (5 in flight).
-        other.send(call(1, "mcp_test_slow", {"seconds": 30, "tag": "o1"}, timeout=2))
-        other.send(call(2, "mcp_test_slow", {"seconds": 30, "tag": "o2"}, timeout=2))
-        other.send(call(3, "mcp_test_echo", {"text": "past everyone's bound"}))
+        other.send(raw_call(1, "mcp_test_slow", {"seconds": 30, "tag": "o1"}, timeout=2))
+        other.send(raw_call(2, "mcp_test_slow", {"seconds": 30, "tag": "o2"}, timeout=2))
+        other.send(raw_call(3, "mcp_test_echo", {"text": "past everyone's bound"}))
         reply = other.recv(timeout=1.5)
         assert isinstance(reply, ErrorReply) and (reply.id, reply.code) == (3, "OVERLOADED")
         assert "maxCallsInFlight" in reply.message
         # Timed-out calls give their places back.
         codes = sorted(getattr(greedy.recv(), "code", "") for _ in range(3))
         assert codes == ["TIMEOUT"] * 3
-        greedy.send(call(5, "mcp_test_echo", {"text": "room again"}))
+        greedy.send(raw_call(5, "mcp_test_echo", {"text": "room again"}))
         assert isinstance(greedy.recv(), CallResult)
     front = sup.client.front_stats()
     assert front.overloaded == 2
@@ -313,7 +235,7 @@ def test_a_client_that_never_reads_its_replies_has_them_dropped_and_memory_stays
     before = rss_kb(sup.process.pid)
     with raw_client(sup.endpoint, RCVHWM=1, SNDHWM=0) as sink:
         for id in (1, 2, 3):  # in flight when the flood starts: dropped with the replies
-            sink.send(call(id, "mcp_test_slow", {"seconds": 10, "tag": f"s{id}"}, timeout=30))
+            sink.send(raw_call(id, "mcp_test_slow", {"seconds": 10, "tag": f"s{id}"}, timeout=30))
         poll("three calls in flight", lambda: sup.client.front_stats().in_flight == 3, 10)
         for _ in range(10_000):
             sink.sock.send(tool_list)
@@ -341,9 +263,10 @@ def test_a_storm_of_5000_timeouts_writes_a_few_log_lines_not_5000(start_supervis
         log_level="info",
     )
     with raw_client(sup.endpoint, RCVHWM=0) as raw:
-        raw.send(call(1, "mcp_old_sleep", {"seconds": 30}, timeout=3))  # the server reads nothing meanwhile
+        # The server reads nothing while it sleeps: the echoes queue up behind it and time out.
+        raw.send(raw_call(1, "mcp_old_sleep", {"seconds": 30}, timeout=3))
         for id in range(2, 5002):
-            raw.send(call(id, "mcp_old_echo", {"text": "queued"}, timeout=0.5))
+            raw.send(raw_call(id, "mcp_old_echo", {"text": "queued"}, timeout=0.5))
         replies = sorted((raw.recv(timeout=60) for _ in range(5001)), key=lambda reply: reply.id)
     codes = [reply.code if isinstance(reply, ErrorReply) else type(reply).__name__ for reply in replies]
     # A few echoes may reach the server before the sleep (the worker's tasks start in any order).
