@@ -10,6 +10,7 @@ stays flat; a storm of one kind of failure writes a few log lines a second, each
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -206,6 +207,14 @@ def test_a_request_past_the_clients_bound_is_answered_overloaded_at_once(start_s
         assert isinstance(greedy.recv(), CallResult)
     front = sup.client.front_stats()
     assert front.overloaded == 2
+    status = subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", "--endpoint", sup.endpoint],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "2 refused (OVERLOADED)" in status.stdout
 
 
 def test_a_flood_of_reload_requests_costs_one_reload_per_wait(start_supervisor: Start) -> None:
