@@ -596,12 +596,17 @@ HEARTBEAT: Final = encode(Heartbeat())  # the same bytes every time, both ways
 
 
 class WorkerExit(enum.IntEnum):
-    """A worker process's exit status, as its keeper reads it."""
+    """A worker process's exit status, as its keeper reads it.
+
+    Where the status alone does not say why (``START_FAILED``, ``CRASHED``), the worker's last word
+    is one CRITICAL log line with the cause (see ``supervisor.worker_log``).
+    """
 
     LIFELINE = 0  # the supervisor closed the lifeline: an orderly stop
     SERVER_DIED = 3  # the server exited abnormally, its connection closed, or it stopped answering pings
-    START_FAILED = 4  # the server could not be started or initialized
+    START_FAILED = 4  # the server could not be started, initialized or listed
     SERVER_DONE = 5  # the server exited on its own with status 0
+    CRASHED = 70  # an exception nothing else caught ended the worker (EX_SOFTWARE)
 
 
 STOP_LINE: Final = b"stop\n"  # written to a worker's lifeline before closing it: an orderly stop

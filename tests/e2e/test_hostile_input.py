@@ -79,8 +79,8 @@ BAD_ARGUMENTS = {
     "invalid UTF-8 in a key": (b"\x81\xa2\xff\xfe\xa1x", "not valid UTF-8"),
     "nested 100 levels": (nested_maps(100), "nested deeper than 64 levels"),
     "nested 500 levels": (nested_maps(500), "nested deeper than 64 levels"),
-    "not a map": (b"\x92\x01\x02", "must be an object, not array"),
-    "a string": (b"\xa3abc", "must be an object, not string"),
+    "not a map": (b"\x92\x01\x02", "must be an object, not list"),
+    "a string": (b"\xa3abc", "must be an object, not str"),
     "an integer key": (b"\x81\x01\xa1x", "keys must be strings"),
     "an integer key inside": (b"\x81\xa1a\x81\x01\xa1x", "keys must be strings"),
     "bytes": (b"\x81\xa4text\xc4\x02xy", "bytes are not JSON"),
@@ -90,9 +90,7 @@ BAD_ARGUMENTS = {
         "a timestamp is not JSON",
     ),
     "NaN": (msgspec.msgpack.encode({"text": float("nan")}), "nan is not JSON"),
-    "trailing bytes": (b"\x80\x80", "do not decode"),
-    "truncated": (b"\x81\xa4te", "do not decode"),
-}
+}  # bytes that are not one msgpack value break the request around them: BAD_REQUEST at the supervisor
 
 
 @pytest.mark.parametrize(("payload", "problem"), BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS.keys())
@@ -133,7 +131,7 @@ def test_malformed_prompt_arguments_are_invalid_arguments_and_the_worker_serves_
 
 def test_arguments_nested_64_levels_still_reach_the_server(sup: SupervisorProcess) -> None:
     arguments: object = "x"
-    for _ in range(63):  # the arguments object is level 1
+    for _ in range(64):  # the arguments object is one of the 64 levels
         arguments = {"a": arguments}
     reply = raw_request(
         sup, CallTool(id=3, name="mcp_h_echo", arguments=msgspec.Raw(encode(arguments)), timeout=10)
