@@ -3,16 +3,20 @@
 
 Above: ``workers.worker`` (tools, at start-up and whenever they may have changed) and
 ``workers.catalog`` (prompts, resources and templates, when a client asks). Below: a ``Pager``, which
-sends one list request and returns its result as plain JSON values: on a stdio server the worker's
-own request (``StdioServer.request``), on a remote one the session's, unchecked (``workers.sdk``).
+sends one list request and returns its result: on a stdio server the worker's own request
+(``StdioServer.request``), as raw JSON, whose entries are then decoded one by one (an entry with
+invalid UTF-8 is left out, not the page); on a remote one the session's, as JSON values the SDK's
+models have not checked (``workers.sdk``).
 The SDK's own ``list_tools`` checks a whole page against its model: one tool with an odd schema
 would fail the page, and so the server.
 
 The rules:
 
 - a page must be an object holding an array of entries, else the listing fails (``ListingFailed``,
-  naming the method); ``nextCursor`` is followed for at most ``MAX_LIST_PAGES`` pages, and one that
-  is not a string ends the listing with a warning (the entries so far are served);
+  naming the method; so does raw JSON that does not decode around the entries: a lone surrogate
+  escape, or nesting deeper than msgspec recurses, about 1000 levels); ``nextCursor`` is followed
+  for at most ``MAX_LIST_PAGES`` pages, and one that is not a string ends the listing with a
+  warning (the entries so far are served);
 - an entry that is not an object, has no string name, repeats an earlier name (the first is kept),
   or nests deeper than ``MAX_ENTRY_DEPTH`` is left out with a warning;
 - a tool's ``inputSchema``: missing or ``{}`` means no declared arguments, served as
@@ -37,7 +41,7 @@ import msgspec
 import pydantic
 from mcp.shared.inbound import find_invalid_x_mcp_header
 
-from supervisor.protocol import WorkerTool
+from supervisor.protocol import WorkerTool, total_decoder
 from supervisor.registry import json_schema_problem, schema_problem
 from workers.values import json_problem
 
@@ -59,13 +63,54 @@ MAX_LIST_PAGES: Final = 1000  # a paginator that never ends cannot hold a listin
 MAX_ENTRY_DEPTH: Final = 64  # levels of objects and arrays in one entry; jsonschema recurses per level
 NO_ARGUMENTS: Final = {"type": "object", "properties": {}}  # a tool that declares no arguments
 
-Pager = Callable[[str, dict[str, Any]], Awaitable[Any]]  # (method, params) -> the result, as JSON values
+Pager = Callable[[str, dict[str, Any]], Awaitable[Any]]  # (method, params) -> JSON values, or msgspec.Raw
 _M = TypeVar("_M", bound=pydantic.BaseModel)
 _T = TypeVar("_T")
 
 
 class ListingFailed(Exception):
     """A listing that could not be read at all (an answer that is not a page); names the method."""
+
+
+class Undecodable:
+    """An entry of a raw page that does not decode on its own; ``reason`` says why."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+_decode_top = total_decoder(msgspec.json.Decoder(dict[str, msgspec.Raw]).decode)
+_decode_items = total_decoder(msgspec.json.Decoder(list[msgspec.Raw]).decode)
+_decode_any = total_decoder(msgspec.json.Decoder().decode)
+
+
+def _page_of(raw: msgspec.Raw, field: str) -> Any:
+    """A page of raw JSON as JSON values, its entries decoded one by one (an entry that does not
+    decode is an ``Undecodable``); raises ``msgspec.DecodeError`` when the page itself does not."""
+    try:
+        top = _decode_top(raw)
+    except msgspec.DecodeError:
+        return _decode_any(raw)  # no object of JSON values: the caller says what it is instead
+    page: dict[str, Any] = {}
+    if field in top:
+        try:
+            items = _decode_items(top[field])
+        except msgspec.DecodeError:
+            page[field] = _decode_any(top[field])  # not an array: the caller says what it is
+        else:
+            page[field] = [_entry(item) for item in items]
+    if "nextCursor" in top:
+        page["nextCursor"] = _decode_any(top["nextCursor"])
+    return page
+
+
+def _entry(raw: msgspec.Raw) -> Any:
+    try:
+        return _decode_any(raw)
+    except msgspec.DecodeError as exc:
+        return Undecodable(str(exc))
 
 
 class Warnings:
@@ -99,6 +144,8 @@ async def every_entry(method: str, field: str, pager: Pager, warnings: Warnings)
     for _ in range(MAX_LIST_PAGES):
         try:
             page = await pager(method, {} if cursor is None else {"cursor": cursor})
+            if isinstance(page, msgspec.Raw):
+                page = _page_of(page, field)
         except msgspec.DecodeError as exc:
             raise ListingFailed(f"{method}: the answer does not decode: {exc}") from None
         if not isinstance(page, dict):
@@ -119,6 +166,9 @@ async def every_entry(method: str, field: str, pager: Pager, warnings: Warnings)
 
 def _named(method: str, index: int, entry: Any, warnings: Warnings, key: str = "name") -> str | None:
     """The entry's name (``key``), or None when the entry is left out (warned)."""
+    if isinstance(entry, Undecodable):
+        warnings.warn(f"{method} entry {index} left out: it does not decode: {entry.reason}")
+        return None
     if not isinstance(entry, dict):
         warnings.warn(f"{method} entry {index} left out: it is {type(entry).__name__}, not an object")
         return None

@@ -107,7 +107,6 @@ from supervisor.protocol import (
     decode_worker_boot,
     decode_worker_command,
     encode,
-    total_decoder,
 )
 from workers import sdk
 from workers.catalog import Catalog, CatalogError
@@ -129,8 +128,6 @@ LISTEN_RETRY_INITIAL: Final = 1.0  # seconds before listening again for tool cha
 LISTEN_RETRY_MAX: Final = 30.0  # ...up to this
 EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's exit being noticed
 STATE_ONLY_RETRY: Final = 0.05  # seconds before retrying a call the server answered with state only
-
-_decode_json = total_decoder(msgspec.json.Decoder().decode)
 
 
 class _LineHandler(logging.Handler):
@@ -285,7 +282,7 @@ class Worker:
             return functools.partial(sdk.raw_request, client.session)
 
         async def request(method: str, params: dict[str, Any]) -> Any:
-            return _decode_json(await server.request(method, params))
+            return await server.request(method, params)  # raw JSON, decoded entry by entry
 
         return request
 

@@ -137,6 +137,18 @@ def test_a_tool_fixed_by_the_server_is_served_on_the_next_listing(
     assert sup.client.call_tool("mcp_h_flaky", {}).text == "{}"
 
 
+def test_a_tool_whose_description_is_not_utf8_is_left_out_and_the_rest_served(
+    start_supervisor: Start, pages: Path
+) -> None:
+    write_pages(pages, tools=[ECHO, {"name": "latin", "description": "café"}, {"name": "bare"}], latin1=True)
+    sup = start_supervisor({"h": hostile(pages)})
+    assert tools_of(sup).keys() == {"echo", "bare", *CONTROL}
+    assert (
+        "server 'h' tools/list entry 2 left out: it does not decode: a string is not valid UTF-8" in sup.log
+    )
+    assert sup.client.call_tool("mcp_h_bare", {}).text == "{}"
+
+
 def test_bad_entries_on_any_page_of_a_paginated_listing_cost_only_themselves(
     start_supervisor: Start, pages: Path
 ) -> None:

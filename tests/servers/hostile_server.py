@@ -10,7 +10,8 @@ path is in ``HOSTILE_PAGES``; every key is optional::
       "pageSize": 2,                 # entries per page (default: one page); nextCursor is the offset
       "cursor": 5,                   # the nextCursor of the first page, instead of the real one
       "results": {"tools/list": 5},  # the whole result of a method, instead of pages
-      "protocolVersion": "1999-01-01"  # answered to initialize (default 2025-11-25)
+      "protocolVersion": "1999-01-01",  # answered to initialize (default 2025-11-25)
+      "latin1": true                 # stdout in Latin-1, as some servers write it: "é" is invalid UTF-8
     }
 
 With ``--http PORT`` it serves the same on 127.0.0.1:PORT as streamable HTTP at its plainest (each
@@ -200,7 +201,9 @@ def main() -> None:
         except ValueError:
             continue
         reply = respond(request)
-        if reply is not None:
+        if reply is not None and pages().get("latin1"):
+            write(json.dumps(reply, ensure_ascii=False).encode("latin-1", errors="replace"))
+        elif reply is not None:
             write(json.dumps(reply).encode())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -171,6 +172,37 @@ async def test_a_paginator_that_never_ends_stops_at_the_page_bound(caplog: pytes
 async def test_an_answer_that_is_no_page_fails_the_listing_naming_it(page: Any, problem: str) -> None:
     with pytest.raises(ListingFailed, match=f"^{problem}$"):
         await tools_of(page)
+
+
+async def test_a_raw_page_is_decoded_entry_by_entry(caplog: pytest.LogCaptureFixture) -> None:
+    raw = msgspec.Raw(b'{"tools": [{"name": "a"}, {"name": "b", "description": "caf\xe9"}, {"name": "c"}]}')
+    assert (await tools_of(raw)).keys() == {"a", "c"}
+    (warning,) = warned(caplog)
+    assert warning.startswith(
+        "server 's' tools/list entry 2 left out: it does not decode: a string is not valid UTF-8"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"5", "tools/list: the answer is int, not an object"),
+        (b'{"tools": 5}', "tools/list: the answer's tools is int, not an array"),
+        (b'{"tools": ["\\ud800"]}', "tools/list: the answer does not decode: "),
+        (
+            b'{"tools": [], "nextCursor": "\xff"}',
+            "tools/list: the answer does not decode: a string is not valid UTF-8",
+        ),
+        (
+            b'{"tools": [' + b"[" * 5000 + b"]" * 5000 + b"]}",
+            "tools/list: the answer does not decode: nested too deeply",
+        ),
+    ],
+)
+async def test_a_raw_answer_that_is_no_page_fails_the_listing_naming_it(raw: bytes, problem: str) -> None:
+    with pytest.raises(ListingFailed) as caught:
+        await tools_of(msgspec.Raw(raw))
+    assert str(caught.value).startswith(problem)
 
 
 async def test_prompts_that_do_not_fit_the_model_are_left_out(caplog: pytest.LogCaptureFixture) -> None:
