@@ -6,7 +6,9 @@ result is cut at 64 characters. Calls are routed by looking the name up here,
 never by splitting it. No tool vanishes silently: when two tools map to one
 name, the later one gets a stable suffix derived from (server, tool) and a
 warning is logged. A tool whose ``inputSchema`` is not a valid JSON Schema
-object is left out with a warning naming the server and the tool.
+object is left out with a warning naming the server and the tool (a worker
+already leaves such tools out when it lists them, ``workers.listing``, with the
+same ``schema_problem``: this is the registry's own guard).
 """
 
 from __future__ import annotations

@@ -25,8 +25,10 @@ Life of a worker:
    ``tools/call`` itself (``StdioServer.request``, which also hands it the
    call's progress) and turns the server's JSON result into the wire's
    ``ToolResult`` without the SDK's models; the session still does the
-   handshake, listings, the server's own requests and a result that asks for
-   input;
+   handshake, the server's own requests and a result that asks for input.
+   Listings are the worker's own requests on every transport
+   (``workers.listing``), and results are checked against the tool's
+   ``outputSchema`` by the worker on every transport;
 4. exit with a ``WorkerExit`` status: the server exited on its own
    (``SERVER_DONE`` for status 0, else ``SERVER_DIED``), start-up failed, the
    lifeline closed, or the worker failed (an exception nothing else caught,
@@ -268,15 +270,15 @@ class Worker:
             )
             self._give_up(WorkerExit.START_FAILED, f"start-up failed: {cause}")
             return True
-        if isinstance(failure, OSError | MCPError | httpx2.HTTPError):
+        if isinstance(failure, OSError | MCPError | httpx2.HTTPError | ValidationError):
             log.error("the session with the server failed: %s", self.http.explain(failure))
             self._end(WorkerExit.SERVER_DIED)
             return True
         return False
 
     def _pager(self, client: Client) -> Pager:
-        """List requests of the worker's own, their results as plain JSON values: on a stdio server
-        through the hot path, on a remote one through the session, unchecked by the SDK's models."""
+        """List requests of the worker's own: on a stdio server through the hot path (raw JSON), on a
+        remote one through the session (JSON values); neither checked by the SDK's models."""
         server = self.server
         if server is None:
             return functools.partial(sdk.raw_request, client.session)
@@ -417,7 +419,7 @@ class Worker:
     def _give_up(self, code: WorkerExit, reason: str) -> None:
         """End the worker for ``reason``, its last word (a CRITICAL line: the keeper's ``last_error``)."""
         if not self._scope.cancel_called:
-            log.critical("%s", reason)
+            log.critical("%s", _one_line(reason))
             self._end(code)
 
     async def _keep_alive(self, client: Client) -> None:
@@ -431,7 +433,7 @@ class Worker:
             try:
                 with trio.fail_after(interval):
                     await client.send_ping()
-            except (trio.TooSlowError, MCPError) as exc:
+            except (trio.TooSlowError, MCPError, ValidationError) as exc:
                 log.error("server did not answer a ping within %g s: %s", interval, exc or "timed out")
                 if self.server is not None:
                     self.server.kill()  # it is unresponsive: no orderly stop to wait for
@@ -629,6 +631,11 @@ class Worker:
         self.link.send_nowait([encode(event)])
 
 
+def _one_line(text: str) -> str:
+    """A last word is one log line (a pydantic error, say, has several)."""
+    return " ".join(text.split())
+
+
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first exception that is not itself a group."""
     first = group.exceptions[0]
@@ -702,7 +709,7 @@ def main() -> int:
     except Exception as exc:  # boundary: whatever ends the worker, its keeper is told why
         leaf = _first_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
         log.info("worker failed:\n%s", "".join(traceback.format_exception(exc)).rstrip())
-        log.critical("worker failed: %s: %s", type(leaf).__name__, leaf)
+        log.critical("worker failed: %s: %s", type(leaf).__name__, _one_line(str(leaf)))
         return WorkerExit.CRASHED
     finally:
         link.close()
