@@ -191,10 +191,11 @@ def test_prompts_resources_and_templates_skip_a_bad_entry_with_a_warning_and_ser
     assert sup.log.count("server 'h' prompts/list entry 3 left out") == 1  # said once
 
 
+@pytest.mark.parametrize("answer", [5, {"tools": 5}, {"tools": {"echo": ECHO}}])
 def test_a_tools_list_answer_that_is_no_listing_fails_start_up_naming_it_not_the_servers_exit(
-    start_supervisor: Start, pages: Path
+    start_supervisor: Start, pages: Path, answer: Any
 ) -> None:
-    write_pages(pages, results={"tools/list": 5})
+    write_pages(pages, results={"tools/list": answer})
     sup = start_supervisor({"h": hostile(pages, restart="temporary")}, wait=False)
     row = sup.wait_states(h="failed")["h"]
     assert (row.last_error or "").startswith("start-up failed: tools/list: "), row.last_error
