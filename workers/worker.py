@@ -109,6 +109,7 @@ from supervisor.protocol import (
     decode_worker_boot,
     decode_worker_command,
     encode,
+    salvage_call,
 )
 from workers import sdk
 from workers.catalog import Catalog, CatalogError
@@ -447,7 +448,7 @@ class Worker:
                 try:
                     command = decode_worker_command(frames[-1])
                 except msgspec.DecodeError as exc:
-                    log.error("undecodable command from the supervisor: %s", exc)
+                    self._undecodable(frames[-1], exc)
                     continue
                 match command:
                     case Invoke():
@@ -462,6 +463,15 @@ class Worker:
                             nursery.start_soon(self._fetch, self.client, command)
                     case Heartbeat():
                         self.link.send_nowait([HEARTBEAT])
+
+    def _undecodable(self, frame: bytes, exc: msgspec.DecodeError) -> None:
+        """A command that does not decode: a call is still answered, if its id can be found (arguments
+        the supervisor relayed untouched may nest deeper than this process's decoder recurses)."""
+        salvaged = salvage_call(frame)
+        if salvaged is not None and salvaged[0] in ("Invoke", "Fetch"):
+            self._fail(salvaged[1], "INVALID_ARGUMENTS", f"arguments do not decode: {exc}")
+        else:
+            log.error("undecodable command from the supervisor: %s", exc)
 
     async def _call(self, client: Client, invoke: Invoke) -> None:
         call = invoke.call
