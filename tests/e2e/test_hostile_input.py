@@ -19,6 +19,7 @@ import msgspec
 import pytest
 import zmq
 
+from supervisor.errors import ServerError
 from supervisor.protocol import (
     CallResult,
     CallTool,
@@ -152,3 +153,14 @@ def test_a_line_on_stdout_that_is_not_json_rpc_is_warned_about_and_harms_nothing
     assert sup.client.call_tool("mcp_h_echo", {"text": "still"}).text == '{"text": "still"}'
     after = sup.status()["h"]
     assert (after.worker_pid, after.restarts, after.state) == (before.worker_pid, before.restarts, "ready")
+
+
+def test_a_tool_result_that_is_not_utf8_is_a_server_error_and_the_worker_serves_on(
+    sup: SupervisorProcess,
+) -> None:
+    before = sup.status()["h"]
+    with pytest.raises(ServerError, match="returned an invalid result: a string is not valid UTF-8"):
+        sup.client.call_tool("mcp_h_hostile_garbage", {"kind": "utf8_result"})
+    assert sup.client.call_tool("mcp_h_echo", {"text": "still"}).text == '{"text": "still"}'
+    after = sup.status()["h"]
+    assert (after.worker_pid, after.restarts) == (before.worker_pid, before.restarts)

@@ -24,7 +24,8 @@ Two tools are always listed after the file's own:
                                   (``utf8_params``); JSON nested 1000 levels: an array (``deep``),
                                   in an object (``deep_object``), in a notification's params
                                   (``deep_rpc``), in an answer to id 1099511627777 (``deep_answer``);
-                                  then returns "garbage <kind>"
+                                  then returns "garbage <kind>"; ``utf8_result``: answers with a
+                                  text item that is not UTF-8 instead
 Any other tool returns its arguments as JSON text (and as structured content, when the page gives
 it an ``outputSchema``). ``prompts/get`` returns one user message holding
 its arguments as JSON text; ``resources/read`` returns the text ``read <uri>``.
@@ -147,11 +148,20 @@ def answer(method: str, params: dict[str, Any]) -> Any:
     return None
 
 
-def respond(request: Any) -> dict[str, Any] | None:
-    """The JSON-RPC answer to one message, or None for a notification (or what is not a request)."""
+def respond(request: Any) -> dict[str, Any] | bytes | None:
+    """The JSON-RPC answer to one message (or its bytes), or None for a notification (or what is not
+    a request)."""
     if not isinstance(request, dict) or request.get("id") is None:
         return None
     method, id_ = request.get("method"), request["id"]
+    params = request.get("params") or {}
+    if (
+        params.get("name") == "hostile_garbage"
+        and (params.get("arguments") or {}).get("kind") == "utf8_result"
+    ):
+        return (
+            b'{"jsonrpc": "2.0", "id": %d, "result": {"content": [{"type": "text", "text": "\xff"}]}}' % id_
+        )
     result = answer(method, request.get("params") or {})
     if result is None:
         return {
@@ -168,7 +178,7 @@ class HttpHandler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         reply = respond(json.loads(body))
-        if reply is None:
+        if reply is None or isinstance(reply, bytes):
             self.send_response(202)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -201,7 +211,9 @@ def main() -> None:
         except ValueError:
             continue
         reply = respond(request)
-        if reply is not None and pages().get("latin1"):
+        if isinstance(reply, bytes):
+            write(reply)
+        elif reply is not None and pages().get("latin1"):
             write(json.dumps(reply, ensure_ascii=False).encode("latin-1", errors="replace"))
         elif reply is not None:
             write(json.dumps(reply).encode())
