@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -340,8 +341,13 @@ class StdioServer:
             return
         try:
             head = _decode_head(line)
-        except msgspec.DecodeError:
-            pass  # not JSON-RPC as far as routing goes: the session's parser decides, and warns
+        except msgspec.DecodeError as exc:
+            # Not JSON-RPC as far as routing goes: the session's parser decides, and warns. But an
+            # answer of ours nested too deeply to decode still ends its request, at once.
+            pending = self._pending.pop(own, None) if (own := _answer_id(line)) is not None else None
+            if pending is not None:
+                pending.error = MCPError(types.INTERNAL_ERROR, f"the server's answer does not decode: {exc}")
+                return pending.answered.set()
         else:
             if isinstance(head.id, int) and head.id > OWN_IDS and head.method is None:
                 return self._settle(head)
@@ -413,6 +419,27 @@ class StdioServer:
         # Whatever escaped the group (a double-forked daemon) was re-parented to us: end it too.
         # Its zombie is reaped on SIGCHLD, or by the supervisor once we have exited.
         kill_adopted(keep=lambda pid, _cmdline: False)
+
+
+_TOKENS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}:]')  # strings, and what nests or names
+_INTEGER_VALUE: Final = re.compile(rb"\s*(\d+)\s*[,}]")
+
+
+def _answer_id(line: bytes) -> int | None:
+    """The integer ``id`` at the top level of a JSON object, found by a scan that does not recurse
+    (for a line nested too deeply to decode), or None."""
+    depth, previous = 0, b""
+    for match in _TOKENS.finditer(line):
+        token = match.group()
+        if token in (b"{", b"["):
+            depth += 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif token == b":" and depth == 1 and previous == b'"id"':
+            value = _INTEGER_VALUE.match(line, match.end())
+            return int(value.group(1)) if value else None
+        previous = token
+    return None
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:

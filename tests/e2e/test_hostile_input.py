@@ -164,3 +164,9 @@ def test_a_tool_result_that_is_not_utf8_is_a_server_error_and_the_worker_serves_
     assert sup.client.call_tool("mcp_h_echo", {"text": "still"}).text == '{"text": "still"}'
     after = sup.status()["h"]
     assert (after.worker_pid, after.restarts) == (before.worker_pid, before.restarts)
+
+
+def test_a_tool_result_nested_too_deeply_to_decode_is_a_server_error_at_once(sup: SupervisorProcess) -> None:
+    with pytest.raises(ServerError, match="the server's answer does not decode: nested too deeply"):
+        sup.client.call_tool("mcp_h_hostile_garbage", {"kind": "deep_result"}, timeout=30)
+    assert sup.client.call_tool("mcp_h_echo", {"text": "still"}).text == '{"text": "still"}'

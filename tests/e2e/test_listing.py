@@ -203,6 +203,17 @@ def test_a_tools_list_answer_that_is_no_listing_fails_start_up_naming_it_not_the
     assert f"server 'h': {row.last_error}" in sup.log
 
 
+def test_a_tools_list_answer_nested_too_deeply_to_decode_fails_start_up_at_once_naming_it(
+    start_supervisor: Start, pages: Path
+) -> None:
+    write_pages(pages, rawResults={"tools/list": '{"tools": [' + "[" * 1000 + "]" * 1000 + "]}"})
+    sup = start_supervisor({"h": hostile(pages, restart="temporary", startTimeout=60)}, wait=False)
+    row = sup.wait_states(timeout=20, h="failed")["h"]
+    assert (row.last_error or "").startswith(
+        "start-up failed: tools/list: MCPError: the server's answer does not decode: nested too deeply"
+    ), row.last_error
+
+
 def test_an_initialize_answer_the_sdk_rejects_fails_start_up_naming_it(
     start_supervisor: Start, pages: Path
 ) -> None:

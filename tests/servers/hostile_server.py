@@ -10,6 +10,7 @@ path is in ``HOSTILE_PAGES``; every key is optional::
       "pageSize": 2,                 # entries per page (default: one page); nextCursor is the offset
       "cursor": 5,                   # the nextCursor of the first page, instead of the real one
       "results": {"tools/list": 5},  # the whole result of a method, instead of pages
+      "rawResults": {"tools/list": "[[[]]]"},  # the same, as JSON text sent as it is
       "protocolVersion": "1999-01-01",  # answered to initialize (default 2025-11-25)
       "latin1": true                 # stdout in Latin-1, as some servers write it: "é" is invalid UTF-8
     }
@@ -24,8 +25,9 @@ Two tools are always listed after the file's own:
                                   (``utf8_params``); JSON nested 1000 levels: an array (``deep``),
                                   in an object (``deep_object``), in a notification's params
                                   (``deep_rpc``), in an answer to id 1099511627777 (``deep_answer``);
-                                  then returns "garbage <kind>"; ``utf8_result``: answers with a
-                                  text item that is not UTF-8 instead
+                                  then returns "garbage <kind>"; or answers with a text item that
+                                  is not UTF-8 (``utf8_result``), or with content nested 1000
+                                  levels (``deep_result``)
 Any other tool returns its arguments as JSON text (and as structured content, when the page gives
 it an ``outputSchema``). ``prompts/get`` returns one user message holding
 its arguments as JSON text; ``resources/read`` returns the text ``read <uri>``.
@@ -54,6 +56,10 @@ LISTS = {
     "prompts/list": "prompts",
     "resources/list": "resources",
     "resources/templates/list": "resourceTemplates",
+}
+BAD_RESULTS = {  # answers to hostile_garbage instead of its own, by kind
+    "utf8_result": '{"content": [{"type": "text", "text": "\udcff"}]}',  # the byte 0xff
+    "deep_result": '{"content": [' + "[" * DEPTH + "]" * DEPTH + "]}",
 }
 GARBAGE = {
     "text": b"this is not JSON-RPC",
@@ -155,13 +161,11 @@ def respond(request: Any) -> dict[str, Any] | bytes | None:
         return None
     method, id_ = request.get("method"), request["id"]
     params = request.get("params") or {}
-    if (
-        params.get("name") == "hostile_garbage"
-        and (params.get("arguments") or {}).get("kind") == "utf8_result"
-    ):
-        return (
-            b'{"jsonrpc": "2.0", "id": %d, "result": {"content": [{"type": "text", "text": "\xff"}]}}' % id_
-        )
+    raw = pages().get("rawResults", {}).get(method)
+    if params.get("name") == "hostile_garbage":
+        raw = BAD_RESULTS.get((params.get("arguments") or {}).get("kind"))
+    if raw is not None:
+        return b'{"jsonrpc": "2.0", "id": %d, "result": %s}' % (id_, raw.encode("utf-8", "surrogateescape"))
     result = answer(method, request.get("params") or {})
     if result is None:
         return {
