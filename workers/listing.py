@@ -13,8 +13,9 @@ would fail the page, and so the server.
 The rules:
 
 - a page must be an object holding an array of entries, else the listing fails (``ListingFailed``,
-  naming the method; so does raw JSON that does not decode around the entries: a lone surrogate
-  escape, or nesting deeper than msgspec recurses, about 1000 levels); ``nextCursor`` is followed
+  naming the method; so does raw JSON that does not decode around its entries, a lone surrogate
+  escape say; an answer nested deeper than msgspec recurses, about 1000 levels, already fails its
+  request: ``workers.stdio``); ``nextCursor`` is followed
   for at most ``MAX_LIST_PAGES`` pages, and one that is not a string ends the listing with a
   warning (the entries so far are served);
 - an entry that is not an object, has no string name, repeats an earlier name (the first is kept),
