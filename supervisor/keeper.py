@@ -60,6 +60,7 @@ __all__ = ["Keeper"]
 log = logging.getLogger("mcp_supervisor.keeper")
 
 WORKER_STOP_TIMEOUT: Final = 8.0  # seconds a worker gets to close its session after its lifeline closes
+LOG_DRAIN_TIMEOUT: Final = 1.0  # seconds to read an exited worker's last log lines (its last word)
 KILL_REAP_TIMEOUT: Final = 2.0  # seconds for a SIGKILLed worker to be reaped
 
 Outcome = Literal["operator", "normal", "abnormal", "shutdown"]
@@ -248,7 +249,7 @@ class Keeper:
         self._ending = self._kill_reason = None
         self.last_heard = None
         self._heartbeats_sent = self._heartbeats_answered = 0
-        self.worker_log.tail.clear()
+        self.worker_log.reset()
         self.server_pid = None
         self.spawning = True
         try:
@@ -264,13 +265,16 @@ class Keeper:
         assert process.stdin is not None and process.stderr is not None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self.worker_log.pump, process.stderr)
+                log_read = trio.Event()
+                nursery.start_soon(self._read_log, process.stderr, log_read)
                 with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     # a worker that dies at once closes this pipe; its exit code says why
                     await process.stdin.send_all(msgspec.json.encode(boot) + b"\n")
                 nursery.start_soon(self._watch_start)
                 nursery.start_soon(self._watch_heartbeats, identity)
                 await process.wait()
+                with trio.move_on_after(LOG_DRAIN_TIMEOUT):  # its last lines say why it ended
+                    await log_read.wait()
                 nursery.cancel_scope.cancel()
         finally:
             ended_on_its_own = process.returncode is not None and self._ending is None
@@ -292,6 +296,10 @@ class Keeper:
                 self, f"server {self.name!r}: {reason}", "SERVER_ERROR" if lost else "WORKER_CRASHED"
             )
         return outcome
+
+    async def _read_log(self, stream: trio.abc.ReceiveStream, done: trio.Event) -> None:
+        await self.worker_log.pump(stream)
+        done.set()
 
     def _connection_lost(self, code: int | None) -> bool:
         return self.spec.transport != "stdio" and code == WorkerExit.SERVER_DIED and self._kill_reason is None
@@ -390,6 +398,8 @@ class Keeper:
             what = self._kill_reason
         elif code is not None and code < 0:
             what = f"worker was killed by {signal.Signals(-code).name}"
+        elif self.worker_log.last_word is not None:  # the worker said why it ended
+            what = self.worker_log.last_word
         elif code == WorkerExit.SERVER_DONE:
             what = "server exited with status 0"
         elif self._connection_lost(code):

@@ -3,7 +3,9 @@
 The worker writes one line per record: ``<levelno> <text>`` for its own log,
 ``S <text>`` for a line its MCP server wrote to stderr (see
 ``workers.worker``). Server lines, and the worker's errors, are kept in a
-short tail for crash reports.
+short tail for crash reports. A CRITICAL line is the worker's last word: why
+it is ending (``start-up failed: tools/list: ...``, ``worker failed: KeyError:
+...``); it is kept as ``last_word`` for the keeper's ``last_error``, not in the tail.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ class WorkerLog:
     def __init__(self, server: str) -> None:
         self.server = server
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.last_word: str | None = None
+
+    def reset(self) -> None:
+        """Forget the last incarnation's lines."""
+        self.tail.clear()
+        self.last_word = None
 
     def report(self) -> str:
         """The last lines, for an error message ('' when there are none)."""
@@ -58,7 +66,10 @@ class WorkerLog:
             server_log.info("[%s] %s", self.server, text)
         elif kind.isdigit():
             level = int(kind)
-            if level >= logging.ERROR:
+            if level >= logging.CRITICAL:
+                self.last_word = text
+                level = logging.ERROR  # the keeper logs why, at ERROR: one failed worker is no emergency
+            elif level >= logging.ERROR:
                 self.tail.append(text)
             log.log(level, "[%s] %s", self.server, text)
         elif line:

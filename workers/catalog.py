@@ -3,22 +3,23 @@
 Above: ``workers.worker``, which runs each ``Fetch`` under its budget and maps the SDK's
 errors to codes. Below: the worker's ``mcp.Client`` session.
 
-Listings follow ``nextCursor`` (at most ``MAX_LIST_PAGES`` pages) and come back as the wire's
-``ResourceInfo`` / ``ResourceTemplateInfo`` / ``PromptInfo``, each naming this server; prompts
-get prefixed names as tools do (``mcp_{server}_{prompt}``). A server without the resources or
+Listings are read by ``workers.listing`` (every page, entry by entry: one bad entry is left out
+with a warning, the rest served) and come back as the wire's ``ResourceInfo`` /
+``ResourceTemplateInfo`` / ``PromptInfo``, each naming this server; prompts get prefixed names as
+tools do (``mcp_{server}_{prompt}``). A server without the resources or
 prompts capability lists nothing, and a read or get on it fails with a ``CatalogError`` that
 says so, without asking the server.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
+import pydantic
 from mcp import Client
-from mcp_types import GetPromptResult, ReadResourceResult
+from mcp_types import GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate
 
 from supervisor.protocol import (
     Fetch,
@@ -29,15 +30,14 @@ from supervisor.protocol import (
     ResourceTemplateInfo,
 )
 from supervisor.registry import prefixed_names
+from workers.listing import ListingFailed, Pager, Warnings, every_entry, models_of
 from workers.results import EMPTY_TEXT, render_text
+from workers.values import InvalidArguments, decode_arguments
 
-__all__ = ["MAX_LIST_PAGES", "Catalog", "CatalogError", "render_contents"]
-
-log = logging.getLogger("mcp_supervisor.worker")
-
-MAX_LIST_PAGES: Final = 1000  # a paginator that never ends cannot hold a listing past this many pages
+__all__ = ["Catalog", "CatalogError", "render_contents"]
 
 Entry = ResourceInfo | ResourceTemplateInfo | PromptInfo
+_M = TypeVar("_M", bound=pydantic.BaseModel)
 
 
 class CatalogError(Exception):
@@ -50,10 +50,16 @@ class CatalogError(Exception):
 
 
 class Catalog:
-    """One server's resources and prompts, fetched when asked (nothing is cached but prompt names)."""
+    """One server's resources and prompts, fetched when asked (nothing is cached but prompt names).
 
-    def __init__(self, server: str) -> None:
+    ``pager`` gives, for a session, the list requests whose results come back unchecked
+    (``workers.listing.Pager``).
+    """
+
+    def __init__(self, server: str, pager: Callable[[Client], Pager]) -> None:
         self.server = server
+        self._pager = pager
+        self._warnings: dict[str, Warnings] = {}  # by list method
         self._prompt_names: dict[str, str] = {}  # prefixed -> the server's name, from the last listing
 
     async def fetch(self, client: Client, fetch: Fetch) -> list[Entry] | ResourceResult | PromptResult:
@@ -73,7 +79,7 @@ class Catalog:
     async def resources(self, client: Client) -> list[Entry]:
         if client.server_capabilities.resources is None:
             return []
-        items = await _every_page("resources/list", lambda c: client.list_resources(cursor=c), "resources")
+        items = await self._entries(client, "resources/list", "resources", Resource, "uri")
         return [
             ResourceInfo(
                 server=self.server,
@@ -91,10 +97,8 @@ class Catalog:
     async def resource_templates(self, client: Client) -> list[Entry]:
         if client.server_capabilities.resources is None:
             return []
-        items = await _every_page(
-            "resources/templates/list",
-            lambda c: client.list_resource_templates(cursor=c),
-            "resource_templates",
+        items = await self._entries(
+            client, "resources/templates/list", "resourceTemplates", ResourceTemplate, "uriTemplate"
         )
         return [
             ResourceTemplateInfo(
@@ -112,7 +116,7 @@ class Catalog:
     async def prompts(self, client: Client) -> list[Entry]:
         if client.server_capabilities.prompts is None:
             return []
-        items = await _every_page("prompts/list", lambda c: client.list_prompts(cursor=c), "prompts")
+        items = await self._entries(client, "prompts/list", "prompts", Prompt, "name")
         names = prefixed_names(self.server, (item.name for item in items))
         self._prompt_names = names
         return [
@@ -126,6 +130,18 @@ class Catalog:
             )
             for name, item in zip(names, items, strict=True)
         ]
+
+    async def _entries(self, client: Client, method: str, field: str, model: type[_M], key: str) -> list[_M]:
+        """The entries of a listing that fit the SDK's ``model``; the others left out with a warning."""
+        warnings = self._warnings.setdefault(method, Warnings(self.server))
+        warnings.begin()
+        try:
+            entries = await every_entry(method, field, self._pager(client), warnings)
+        except ListingFailed as exc:
+            raise CatalogError("SERVER_ERROR", str(exc)) from None
+        items = models_of(method, entries, model, key, warnings)
+        warnings.done()
+        return items
 
     async def read(self, client: Client, uri: str) -> ResourceResult:
         if client.server_capabilities.resources is None:
@@ -153,33 +169,11 @@ class Catalog:
         raise CatalogError("UNKNOWN_TOOL", f"no prompt named {name!r}")
 
 
-async def _every_page(
-    method: str, list_page: Callable[[str | None], Awaitable[Any]], field: str
-) -> list[Any]:
-    """Every item of a paginated listing, following ``nextCursor`` for at most ``MAX_LIST_PAGES`` pages."""
-    items: list[Any] = []
-    cursor: str | None = None
-    for _ in range(MAX_LIST_PAGES):
-        page = await list_page(cursor)
-        items.extend(getattr(page, field))
-        cursor = page.next_cursor
-        if not cursor:
-            return items
-    log.warning(
-        "%s still had more pages after %d; answering with the items seen so far", method, MAX_LIST_PAGES
-    )
-    return items
-
-
 def _prompt_arguments(raw: msgspec.Raw) -> dict[str, str]:
     try:
-        arguments: Any = msgspec.msgpack.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise CatalogError("INVALID_ARGUMENTS", f"arguments do not decode: {exc}") from exc
-    if not isinstance(arguments, dict):
-        raise CatalogError(
-            "INVALID_ARGUMENTS", f"arguments must be an object, not {type(arguments).__name__}"
-        )
+        arguments = decode_arguments(raw)
+    except InvalidArguments as exc:
+        raise CatalogError("INVALID_ARGUMENTS", str(exc)) from None
     wrong = [
         f"{key!r} is {type(value).__name__}" for key, value in arguments.items() if not isinstance(value, str)
     ]

@@ -14,7 +14,7 @@ from typing import Any, Final
 import msgspec
 from mcp_types import CallToolResult
 
-from supervisor.protocol import ToolResult
+from supervisor.protocol import ToolResult, total_decoder
 
 __all__ = ["EMPTY_TEXT", "InvalidResult", "decode_tool_result", "render_text", "to_tool_result"]
 
@@ -40,7 +40,7 @@ class _CallToolResult(msgspec.Struct, rename="camel"):
     result_type: str = "complete"
 
 
-_decode_call_result = msgspec.json.Decoder(_CallToolResult).decode
+_decode_call_result = total_decoder(msgspec.json.Decoder(_CallToolResult).decode)  # invalid UTF-8 too
 
 
 def decode_tool_result(raw: msgspec.Raw | bytes) -> ToolResult | None:

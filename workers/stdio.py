@@ -15,7 +15,9 @@ its answer is recognised by its id (above ``OWN_IDS``, far from the session's,
 which count up from 0) before anything parses it, and handed back as raw JSON;
 its ``notifications/progress`` (the request's id is its progress token) go to
 the request's callback as they are read.
-Everything else the server writes goes to the session, parsed as before. Both
+Everything else the server writes goes to the session, parsed as before. A line that is not
+JSON-RPC (not JSON, invalid UTF-8, nesting deeper than a decoder recurses) is dropped with a
+rate-limited warning: nothing on stdout can end the worker. Both
 kinds of outgoing message share one writer task, which writes whatever has
 queued up in one go (one system call for a batch of calls under load), except that a
 request sent while no other is waiting goes straight to the pipe (a lone call's latency).
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,6 +50,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from supervisor._process import kill_adopted, kill_group
+from supervisor.protocol import total_decoder
 from workers.ratelimit import RateLimit
 
 __all__ = ["CommandNotFound", "Progress", "StdioServer"]
@@ -86,9 +90,10 @@ class _Error(msgspec.Struct):
     data: Any = None
 
 
-_decode_head = msgspec.json.Decoder(_Head).decode
-_decode_error = msgspec.json.Decoder(_Error).decode
-_decode_progress = msgspec.json.Decoder(_Progress).decode
+# Total: a line with invalid UTF-8 or nesting deeper than msgspec recurses is a DecodeError like any other.
+_decode_head = total_decoder(msgspec.json.Decoder(_Head).decode)
+_decode_error = total_decoder(msgspec.json.Decoder(_Error).decode)
+_decode_progress = total_decoder(msgspec.json.Decoder(_Progress).decode)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -150,7 +155,9 @@ class StdioServer:
         self._pending: dict[int, _Pending] = {}  # the worker's own requests by id
         self._last_id = OWN_IDS
         self._closed = False  # the server's stdout has ended: no answer will come
-        self.envelope: dict[str, Any] | None = None  # ``_meta`` the session puts on its requests
+        self._stopping = False  # we are ending the server (stop or kill)
+        self.hung_up = False  # the server closed its stdout or exited before we began to end it
+        self.envelope: dict[str, Any] | None = None  # ``_meta`` for our requests (``workers.sdk.envelope``)
 
     @property
     def pid(self) -> int | None:
@@ -259,6 +266,7 @@ class StdioServer:
     def kill(self) -> None:
         """SIGKILL the server's process group now (the orderly stop still runs afterwards)."""
         if self.process is not None:
+            self._stopping = True
             kill_group(self.process.pid, signal.SIGKILL)
 
     @asynccontextmanager
@@ -295,6 +303,7 @@ class StdioServer:
 
     async def _watch_exit(self, process: trio.Process) -> None:
         await process.wait()
+        self.hung_up = self.hung_up or not self._stopping
         self.exited.set()
 
     async def _pump_stdout(
@@ -322,6 +331,7 @@ class StdioServer:
                             buffer.clear()
                             dropping = True
             finally:
+                self.hung_up = self.hung_up or not self._stopping
                 self._close_pending()
 
     async def _deliver(
@@ -331,8 +341,13 @@ class StdioServer:
             return
         try:
             head = _decode_head(line)
-        except msgspec.DecodeError:
-            pass  # not JSON-RPC as far as routing goes: the session's parser decides, and warns
+        except msgspec.DecodeError as exc:
+            # Not JSON-RPC as far as routing goes: the session's parser decides, and warns. But an
+            # answer of ours nested too deeply to decode still ends its request, at once.
+            pending = self._pending.pop(own, None) if (own := _answer_id(line)) is not None else None
+            if pending is not None:
+                pending.error = MCPError(types.INTERNAL_ERROR, f"the server's answer does not decode: {exc}")
+                return pending.answered.set()
         else:
             if isinstance(head.id, int) and head.id > OWN_IDS and head.method is None:
                 return self._settle(head)
@@ -353,12 +368,7 @@ class StdioServer:
         """The session's messages, queued for the server's stdin."""
         async with from_session:
             async for message in from_session:
-                request = message.message
-                if isinstance(request, types.JSONRPCRequest) and request.method == "tools/list":
-                    # The session's own stamp: the worker's requests carry the same.
-                    meta = (request.params or {}).get("_meta")
-                    self.envelope = meta if isinstance(meta, dict) else None
-                self._write(request.model_dump_json(by_alias=True, exclude_unset=True).encode())
+                self._write(message.message.model_dump_json(by_alias=True, exclude_unset=True).encode())
 
     async def _pump_stdin(self, process: trio.Process) -> None:
         """Write what has queued up for the server's stdin, all of it at once."""
@@ -389,6 +399,7 @@ class StdioServer:
 
     async def _stop(self, process: trio.Process) -> None:
         """Close stdin, then SIGTERM and SIGKILL the process group; every wait bounded."""
+        self._stopping = True
         self._stdin = None  # its fd number may be reused once closed
         if process.stdin is not None:
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -408,6 +419,27 @@ class StdioServer:
         # Whatever escaped the group (a double-forked daemon) was re-parented to us: end it too.
         # Its zombie is reaped on SIGCHLD, or by the supervisor once we have exited.
         kill_adopted(keep=lambda pid, _cmdline: False)
+
+
+_TOKENS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}:]')  # strings, and what nests or names
+_INTEGER_VALUE: Final = re.compile(rb"\s*(\d+)\s*[,}]")
+
+
+def _answer_id(line: bytes) -> int | None:
+    """The integer ``id`` at the top level of a JSON object, found by a scan that does not recurse
+    (for a line nested too deeply to decode), or None."""
+    depth, previous = 0, b""
+    for match in _TOKENS.finditer(line):
+        token = match.group()
+        if token in (b"{", b"["):
+            depth += 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif token == b":" and depth == 1 and previous == b'"id"':
+            value = _INTEGER_VALUE.match(line, match.end())
+            return int(value.group(1)) if value else None
+        previous = token
+    return None
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:

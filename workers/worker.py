@@ -12,7 +12,8 @@ Life of a worker:
    means the supervisor died (even by kill -9), and the server is SIGKILLed
    at once;
 2. start the server (reporting ``Started`` with its pid), initialize, list
-   every tool (following ``nextCursor``), send ``Ready``; heartbeats are
+   every tool (following ``nextCursor``; read entry by entry, so one bad tool
+   costs only itself: see ``workers.listing``), send ``Ready``; heartbeats are
    answered from the start;
 3. serve ``Invoke`` commands concurrently, each under its own budget: on
    expiry the caller gets ``TIMEOUT`` and the server is sent
@@ -24,25 +25,36 @@ Life of a worker:
    ``tools/call`` itself (``StdioServer.request``, which also hands it the
    call's progress) and turns the server's JSON result into the wire's
    ``ToolResult`` without the SDK's models; the session still does the
-   handshake, listings, the server's own requests and a result that asks for
-   input;
-4. exit with a ``WorkerExit`` status: the server exited (``SERVER_DONE`` for
-   status 0, else ``SERVER_DIED``), start-up failed, or the lifeline closed.
+   handshake, the server's own requests and a result that asks for input.
+   Listings are the worker's own requests on every transport
+   (``workers.listing``), and results are checked against the tool's
+   ``outputSchema`` by the worker on every transport;
+4. exit with a ``WorkerExit`` status: the server exited on its own
+   (``SERVER_DONE`` for status 0, else ``SERVER_DIED``), start-up failed, the
+   lifeline closed, or the worker failed (an exception nothing else caught,
+   ``CRASHED``). Where the status alone does not say why (start-up failed,
+   the worker failed), the last word is one CRITICAL log line with the cause,
+   e.g. ``start-up failed: tools/list: ...``: the keeper's ``last_error``.
 
 The worker is a child subreaper: a server's descendant that escapes its
 process group is re-parented here and killed with the server.
 
 Log records and the server's stderr go to this process's stderr, one line
 each, as ``<levelno> <text>`` or ``S <server stderr line>``; the supervisor's
-keeper reads them into its own log.
+keeper reads them into its own log (``supervisor.worker_log``).
+
+Nothing the supervisor relays ends the worker: a call's arguments are decoded
+totally (``workers.values``), and each call is answered on its own.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
@@ -71,6 +83,7 @@ from mcp_types import (
     InputResponses,
     ToolListChangedNotification,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from supervisor import __version__
@@ -88,6 +101,7 @@ from supervisor.protocol import (
     InvokeResult,
     Ready,
     Started,
+    ToolResult,
     ToolsChanged,
     WorkerBoot,
     WorkerExit,
@@ -95,20 +109,23 @@ from supervisor.protocol import (
     decode_worker_boot,
     decode_worker_command,
     encode,
+    salvage_call,
 )
+from workers import sdk
 from workers.catalog import Catalog, CatalogError
+from workers.listing import ListingFailed, Pager, Warnings, list_tools
 from workers.progress import ProgressRelay
 from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
 from workers.requests import ServerRequests
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
 from workers.stdio import CommandNotFound, Progress, StdioServer
+from workers.values import InvalidArguments, decode_arguments
 
 __all__ = ["main"]
 
 log = logging.getLogger("mcp_supervisor.worker")
 
-MAX_TOOL_PAGES: Final = 1000  # a paginator that never ends cannot hang start-up
 RELIST_TIMEOUT: Final = 30.0  # seconds for listing the tools again after a change
 LISTEN_RETRY_INITIAL: Final = 1.0  # seconds before listening again for tool changes, doubling...
 LISTEN_RETRY_MAX: Final = 30.0  # ...up to this
@@ -179,7 +196,8 @@ class Worker:
         self._relist = trio.Event()  # set when the server's tools may have changed
         self.validators: dict[str, jsonschema.protocols.Validator | None] = {}  # of arguments
         self.output_validators: dict[str, jsonschema.protocols.Validator | None] = {}  # of results
-        self.catalog = Catalog(boot.server)  # resources and prompts
+        self.tool_warnings = Warnings(boot.server)  # about the tools listed
+        self.catalog = Catalog(boot.server, self._pager)  # resources and prompts
         self._scope = trio.CancelScope()
         self._tasks: trio.Nursery | None = None  # the worker's own: calls, and their progress pacing
 
@@ -194,7 +212,7 @@ class Worker:
                     spec.command, list(spec.args), env=dict(spec.env), cwd=spec.cwd, on_stderr=relay
                 )
             except CommandNotFound as exc:
-                log.error("cannot start server: %s", exc)
+                log.critical("start-up failed: %s", exc)
                 return WorkerExit.START_FAILED
             transport = self.server.connect()
         else:
@@ -208,7 +226,7 @@ class Worker:
             nursery.start_soon(self._serve_link, nursery)
             nursery.start_soon(reap_on_sigchld, self._trio_children)
             nursery.start_soon(relay.report_forever)
-            failure: BaseException | None = None
+            phase = "initialize"  # what the session is doing; "" once it serves
             try:
                 async with Client(
                     transport,
@@ -217,26 +235,66 @@ class Worker:
                     message_handler=self._on_message,
                     **self.requests.client_options(),
                 ) as client:
-                    tools = await _list_all_tools(client)
+                    if self.server is not None:
+                        self.server.envelope = sdk.envelope(client.session)
+                    phase = "tools/list"
+                    tools = await self._list_tools(client)
                     self._know(tools)
                     self.client = client
                     server_pid = self.server.pid if self.server is not None else None
                     self._send(Ready(tools=tools, server_pid=server_pid, server_name=_server_name(client)))
+                    phase = ""
                     async with trio.open_nursery() as session_tasks:
                         session_tasks.start_soon(self._follow_tools, client, tools, session_tasks)
                         await self._keep_alive(client)
-            except* (
-                OSError,
-                MCPError,
-                ValidationError,
-                httpx2.HTTPError,
-            ) as group:  # SDK task groups wrap them
-                failure = _first_leaf(group)
-            if failure is not None and not await self._server_exits():
-                log.error("server start-up failed: %s", self.http.explain(failure))
-                self._end(WorkerExit.START_FAILED)
+            except* Exception as group:  # SDK task groups wrap them
+                if not await self._session_failed(phase, _first_leaf(group)):
+                    raise  # a bug of ours: main() reports it
             self._end(self.exit_code)
         return self.exit_code
+
+    async def _session_failed(self, phase: str, failure: BaseException) -> bool:
+        """The session ended with ``failure`` during ``phase``: end the worker, saying why; False when
+        the failure is no session's (a bug, for ``main`` to report)."""
+        if self._scope.cancel_called:  # already ending, for a reason given before
+            log.debug("session ended: %s: %s", type(failure).__name__, failure)
+            return True
+        if self.server is not None and self.server.hung_up:  # it went first: its exit status says why
+            await self._server_exits()
+            self._server_ended(self.server.returncode)
+            return True
+        if phase:
+            cause = (
+                str(failure)
+                if isinstance(failure, ListingFailed)
+                else f"{phase}: {self.http.explain(failure)}"
+            )
+            self._give_up(WorkerExit.START_FAILED, f"start-up failed: {cause}")
+            return True
+        if isinstance(failure, OSError | MCPError | httpx2.HTTPError | ValidationError):
+            log.error("the session with the server failed: %s", self.http.explain(failure))
+            self._end(WorkerExit.SERVER_DIED)
+            return True
+        return False
+
+    def _pager(self, client: Client) -> Pager:
+        """List requests of the worker's own: on a stdio server through the hot path (raw JSON), on a
+        remote one through the session (JSON values); neither checked by the SDK's models."""
+        server = self.server
+        if server is None:
+            return functools.partial(sdk.raw_request, client.session)
+
+        async def request(method: str, params: dict[str, Any]) -> Any:
+            return await server.request(method, params)  # raw JSON, decoded entry by entry
+
+        return request
+
+    async def _list_tools(self, client: Client) -> list[WorkerTool]:
+        """Every usable tool of the server (``workers.listing``); the session is told them too."""
+        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        tools = await list_tools(self._pager(client), self.tool_warnings, modern=modern)
+        sdk.absorb_tools(client.session, tools)
+        return tools
 
     async def _on_message(self, message: object) -> None:
         """The session's messages outside requests: a tool list change (handshake-era servers notify
@@ -261,9 +319,12 @@ class Worker:
             self._relist = trio.Event()  # a change noticed while listing lists again
             try:
                 with trio.fail_after(RELIST_TIMEOUT):
-                    listed = await _list_all_tools(client)
-            except (trio.TooSlowError, MCPError, ValidationError, httpx2.HTTPError) as exc:
-                log.warning("listing the tools again failed: %s", exc or "timed out")
+                    listed = await self._list_tools(client)
+            except ListingFailed as exc:
+                log.warning("listing the tools again failed: %s", exc)
+                continue
+            except (trio.TooSlowError, MCPError, httpx2.HTTPError) as exc:
+                log.warning("listing the tools again failed: tools/list: %s", exc or "timed out")
                 continue
             if listed != tools:
                 tools = listed
@@ -337,16 +398,30 @@ class Worker:
         self._end(WorkerExit.LIFELINE)
 
     async def _watch_server(self, server: StdioServer) -> None:
+        """A server that ends on its own ends the worker; one we stopped, whoever stopped it explains."""
         await server.exited.wait()
-        code = server.returncode
+        if server.hung_up:
+            self._server_ended(server.returncode)
+
+    def _server_ended(self, code: int | None) -> None:
+        if self._scope.cancel_called:
+            return
         if code == 0:
             log.warning("server process exited with status 0")
             self._end(WorkerExit.SERVER_DONE)
         else:
-            log.error(
-                "server process exited with %s", f"code {code}" if code and code > 0 else f"signal {code}"
-            )
+            if code is None:
+                how = "closed its stdout"  # and had not exited when last looked at
+            else:
+                how = f"exited with code {code}" if code > 0 else f"was killed by signal {-code}"
+            log.error("server process %s", how)
             self._end(WorkerExit.SERVER_DIED)
+
+    def _give_up(self, code: WorkerExit, reason: str) -> None:
+        """End the worker for ``reason``, its last word (a CRITICAL line: the keeper's ``last_error``)."""
+        if not self._scope.cancel_called:
+            log.critical("%s", _one_line(reason))
+            self._end(code)
 
     async def _keep_alive(self, client: Client) -> None:
         """Ping the server every ``pingInterval`` (if set); one that does not answer ends the worker."""
@@ -359,7 +434,7 @@ class Worker:
             try:
                 with trio.fail_after(interval):
                     await client.send_ping()
-            except (trio.TooSlowError, MCPError) as exc:
+            except (trio.TooSlowError, MCPError, ValidationError) as exc:
                 log.error("server did not answer a ping within %g s: %s", interval, exc or "timed out")
                 if self.server is not None:
                     self.server.kill()  # it is unresponsive: no orderly stop to wait for
@@ -373,7 +448,7 @@ class Worker:
                 try:
                     command = decode_worker_command(frames[-1])
                 except msgspec.DecodeError as exc:
-                    log.error("undecodable command from the supervisor: %s", exc)
+                    self._undecodable(frames[-1], exc)
                     continue
                 match command:
                     case Invoke():
@@ -389,16 +464,21 @@ class Worker:
                     case Heartbeat():
                         self.link.send_nowait([HEARTBEAT])
 
+    def _undecodable(self, frame: bytes, exc: msgspec.DecodeError) -> None:
+        """A command that does not decode: a call is still answered, if its id can be found (arguments
+        the supervisor relayed untouched may nest deeper than this process's decoder recurses)."""
+        salvaged = salvage_call(frame)
+        if salvaged is not None and salvaged[0] in ("Invoke", "Fetch"):
+            self._fail(salvaged[1], "INVALID_ARGUMENTS", f"arguments do not decode: {exc}")
+        else:
+            log.error("undecodable command from the supervisor: %s", exc)
+
     async def _call(self, client: Client, invoke: Invoke) -> None:
         call = invoke.call
         try:
-            arguments: Any = msgspec.msgpack.decode(invoke.arguments)
-        except msgspec.DecodeError as exc:
-            return self._fail(call, "INVALID_ARGUMENTS", f"arguments do not decode: {exc}")
-        if not isinstance(arguments, dict):
-            return self._fail(
-                call, "INVALID_ARGUMENTS", f"arguments must be an object, not {type(arguments).__name__}"
-            )
+            arguments = decode_arguments(invoke.arguments)
+        except InvalidArguments as exc:
+            return self._fail(call, "INVALID_ARGUMENTS", str(exc))
         if invoke.tool not in self.validators:
             return self._fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
         if error := self._schema_error(self.validators, invoke.tool, "inputSchema", arguments):
@@ -411,12 +491,15 @@ class Worker:
             relay = self._progress_relay(call) if invoke.progress else None
             try:
                 if self.server is not None:
-                    return await self._call_stdio(client, self.server, invoke.tool, arguments, relay)
-                result = await client.call_tool(invoke.tool, arguments, progress_callback=relay)
+                    result = await self._call_stdio(client, self.server, invoke.tool, arguments, relay)
+                else:
+                    sdk_result = await client.call_tool(invoke.tool, arguments, progress_callback=relay)
+                    result = to_tool_result(sdk_result)
             finally:
                 if relay is not None:
                     relay.close()  # what it holds goes before the answer, nothing after
-            return encode(to_tool_result(result))
+            self._check_output(invoke.tool, result)
+            return encode(result)
 
         what = f"tool {invoke.tool!r}"
         await self._answer(call, what, f"a call to {invoke.tool!r}", invoke.budget, call_tool)
@@ -428,8 +511,8 @@ class Worker:
         tool: str,
         arguments: dict[str, Any],
         relay: ProgressRelay | None,
-    ) -> bytes:
-        """The hot path: the worker's own ``tools/call``, its JSON result checked and relayed."""
+    ) -> ToolResult:
+        """The hot path: the worker's own ``tools/call``, its JSON result checked."""
         hold: Progress | None = None
         if relay is not None:
             tasks = self._tasks
@@ -442,17 +525,22 @@ class Worker:
         raw = await server.request("tools/call", {"name": tool, "arguments": arguments}, hold)
         result = decode_tool_result(raw)
         if result is None:  # the server asks for input first: the session's callbacks answer
-            return encode(to_tool_result(await _provide_input(client, tool, arguments, raw, relay)))
-        if self.output_validators.get(tool) is not None and not result.is_error:
-            if result.structured_content is None:
-                raise InvalidResult("no structuredContent, though the tool has an outputSchema")
-            structured = result.structured_content
-            if error := self._schema_error(self.output_validators, tool, "outputSchema", structured):
-                where = "/".join(str(part) for part in error.absolute_path) or "structuredContent"
-                raise InvalidResult(
-                    f"structuredContent does not match the outputSchema: {where}: {error.message}"
-                )
-        return encode(result)
+            return to_tool_result(await _provide_input(client, tool, arguments, raw, relay))
+        return result
+
+    def _check_output(self, tool: str, result: ToolResult) -> None:
+        """Raise ``InvalidResult`` when a result breaks the tool's ``outputSchema``. The worker checks
+        results itself, on every transport: the session is given no output schemas (``workers.sdk``)."""
+        if self.output_validators.get(tool) is None or result.is_error:
+            return
+        if result.structured_content is None:
+            raise InvalidResult("no structuredContent, though the tool has an outputSchema")
+        structured = result.structured_content
+        if error := self._schema_error(self.output_validators, tool, "outputSchema", structured):
+            where = "/".join(str(part) for part in error.absolute_path) or "structuredContent"
+            raise InvalidResult(
+                f"structuredContent does not match the outputSchema: {where}: {error.message}"
+            )
 
     def _schema_error(
         self,
@@ -553,21 +641,22 @@ class Worker:
         self.link.send_nowait([encode(event)])
 
 
+def _one_line(text: str) -> str:
+    """A last word is one log line (a pydantic error, say, has several)."""
+    return " ".join(text.split())
+
+
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first exception that is not itself a group."""
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
-def _validator(schema: Any) -> jsonschema.protocols.Validator | None:
-    """A validator for a tool's arguments; None when the schema itself is unusable (the server decides)."""
-    if not isinstance(schema, dict):
+def _validator(schema: dict[str, Any] | None) -> jsonschema.protocols.Validator | None:
+    """A validator for a schema the listing found valid (``workers.listing``); None for no schema."""
+    if schema is None:
         return None
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.exceptions.SchemaError:
-        return None
     return cls(schema)
 
 
@@ -599,31 +688,6 @@ def _server_name(client: Client) -> str:
     return f"{info.name} {info.version}" if info is not None else ""
 
 
-async def _list_all_tools(client: Client) -> list[WorkerTool]:
-    tools: list[WorkerTool] = []
-    cursor: str | None = None
-    for _ in range(MAX_TOOL_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        for tool in page.tools:
-            tools.append(
-                WorkerTool(
-                    name=tool.name,
-                    description=tool.description or "",
-                    input_schema=tool.input_schema,
-                    title=tool.title,
-                    output_schema=tool.output_schema,
-                    annotations=tool.annotations.model_dump(by_alias=True, exclude_none=True)
-                    if tool.annotations
-                    else None,
-                )
-            )
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-    log.warning("tools/list still had more pages after %d; using the tools seen so far", MAX_TOOL_PAGES)
-    return tools
-
-
 def _connect(boot: WorkerBoot) -> TrioSocket:
     sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.ROUTING_ID, boot.identity.encode())
@@ -641,7 +705,7 @@ def main() -> int:
     try:
         boot = decode_worker_boot(sys.stdin.buffer.readline())
     except msgspec.DecodeError as exc:
-        log.error("bad boot message on stdin: %s", exc)
+        log.critical("start-up failed: bad boot message on stdin: %s", exc)
         return WorkerExit.START_FAILED
     logging.getLogger().setLevel(boot.log_level)
     # One line per HTTP request is debug detail: errors are logged with their status anyway.
@@ -652,6 +716,11 @@ def main() -> int:
         return trio.run(Worker(boot, link).run)
     except KeyboardInterrupt:
         return WorkerExit.LIFELINE
+    except Exception as exc:  # boundary: whatever ends the worker, its keeper is told why
+        leaf = _first_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        log.info("worker failed:\n%s", "".join(traceback.format_exception(exc)).rstrip())
+        log.critical("worker failed: %s: %s", type(leaf).__name__, _one_line(str(leaf)))
+        return WorkerExit.CRASHED
     finally:
         link.close()
         zmq.Context.instance().term()

@@ -36,12 +36,12 @@ import traceback
 from typing import Final, NoReturn
 
 from supervisor._process import set_process_name
+from supervisor.protocol import WorkerExit
 
 __all__ = ["PRELOAD", "ZYGOTE_FD", "main"]
 
 ZYGOTE_FD: Final = 0  # the supervisor's socket is our stdin
 MAX_REQUEST: Final = 4096  # bytes of a request (a server name)
-CRASHED: Final = 70  # a worker that raised out of main(): EX_SOFTWARE
 
 # What a worker imports while it runs (not at import time): transports, the HTTP stack, and anyio's trio
 # backend. Importing them here keeps them shared; a name missing from an installed version is skipped.
@@ -68,7 +68,7 @@ def preload() -> None:
 
 def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
     """In the forked worker: take the lifeline and log pipes as stdin and stderr, then run it."""
-    code = CRASHED
+    code: int = WorkerExit.CRASHED  # should main() itself raise
     try:
         sock.close()
         os.dup2(fds[0], 0)
