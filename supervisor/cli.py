@@ -103,7 +103,7 @@ def _front_door(endpoint: str, keys: str | None, insecure: bool) -> ServerKeys |
             "for plain TCP: no encryption, and anyone who can reach the port can call every tool)",
             EXIT_USAGE,
         ) from exc
-    allowed = len(AllowedClients(curve.allowed).keys())
+    allowed = len(AllowedClients(curve.allowed).public_keys())
     log.info(
         "CURVE on %s: server key %s, %d allowed client keys in %s",
         endpoint,

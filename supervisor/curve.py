@@ -53,7 +53,7 @@ class AllowedClients:
         self._seen: object = None  # the listing (names, sizes, times) _keys was read from
         self._refused: set[bytes] = set()
 
-    def keys(self) -> frozenset[bytes]:
+    def public_keys(self) -> frozenset[bytes]:
         """The allowed public keys (Z85), read again if a file was added, removed or changed."""
         check_not_shared(self.directory)
         files = sorted(path for path in self.directory.glob("*.key") if path.is_file())
@@ -75,7 +75,7 @@ class AllowedClients:
 
     def callback(self, domain: str, key: bytes) -> bool:
         try:
-            if key in self.keys():
+            if key in self.public_keys():
                 return True
         except Exception:  # the authenticator thread must answer: a failure refuses the client
             log.exception("allowed clients: cannot read %s; refusing every client", self.directory)
