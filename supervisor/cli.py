@@ -24,7 +24,12 @@ from supervisor import __version__
 from supervisor.client import SupervisorClient
 from supervisor.config import ConfigError, load_config
 from supervisor.curve import AllowedClients
-from supervisor.errors import BadRequestError, SupervisorError, SupervisorUnreachableError
+from supervisor.errors import (
+    BadRequestError,
+    SupervisorAuthenticationError,
+    SupervisorError,
+    SupervisorUnreachableError,
+)
 from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV, KeyFileError, ServerKeys, key_dir, keygen, needs_curve
 from supervisor.paths import (
     ENDPOINT_ENV,
@@ -214,6 +219,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
         while time.monotonic() < deadline:
             try:
                 rows = sup.status()
+            except SupervisorAuthenticationError:
+                raise  # waiting longer will not change the keys
             except SupervisorUnreachableError:
                 time.sleep(WAIT_POLL_INTERVAL)
                 continue

@@ -423,6 +423,8 @@ class SupervisorClient:
     ) -> FrontReply:
         sock, watch = self._socket()
         wait = self.request_timeout if wait is None else wait
+        if watch is not None:
+            watch.redial(sock)
         sock.send(encode(request))
         deadline = monotonic() + wait
         while (remaining := deadline - monotonic()) > 0:
@@ -580,6 +582,8 @@ class AsyncSupervisorClient:
         with send, receive:
             self._waiters[request.id] = send
             try:
+                if self._watch is not None:
+                    self._watch.redial(sock)
                 sock.send(encode(request), zmq.NOBLOCK)
                 self._wake_reader_if_readable()
                 with anyio.move_on_after(wait):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import stat
+from contextlib import suppress
 from pathlib import Path
 from typing import Final, cast
 
@@ -151,6 +152,17 @@ class HandshakeWatch:
                 if self._unexplained >= self.UNEXPLAINED_FAILURES:
                     self.failure = fresh = self._unexplained_failure()
         return fresh
+
+    def redial(self, sock: zmq.Socket[bytes]) -> None:
+        """Before a request: after a failed handshake, connect ``sock`` afresh, so the request gets a
+        handshake of its own (libzmq does not retry after a refusal; a key may have been allowed since)."""
+        self.update()
+        if self.failure is None:
+            return
+        with suppress(zmq.ZMQError):
+            sock.disconnect(self.endpoint)
+        sock.connect(self.endpoint)
+        self.failure, self._unexplained = None, 0
 
     def _refused(self, status: int) -> str:
         mine = f" ({self.keys.directory / f'{CLIENT}.key'})" if self.keys and self.keys.directory else ""

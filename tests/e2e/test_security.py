@@ -127,28 +127,32 @@ def test_client_with_a_key_not_allowed_gets_an_authentication_error_at_once(
     poll("the refusal in the log", lambda: "refused a client whose CURVE public key" in curve.log, 10)
 
 
-async def test_async_client_with_a_key_not_allowed_gets_an_authentication_error_at_once(
+async def test_async_client_with_a_key_not_allowed_is_refused_at_once_until_the_key_is_allowed(
     curve: SupervisorProcess, tmp_path: Path
 ) -> None:
     stranger = stranger_keys(tmp_path, keys_of(curve))
     async with AsyncSupervisorClient(curve.endpoint, keys=stranger, request_timeout=30) as client:
-        started = monotonic()
-        with pytest.raises(SupervisorAuthenticationError, match="refused this client's CURVE key"):
+        for _ in range(2):
+            started = monotonic()
+            with pytest.raises(SupervisorAuthenticationError, match="refused this client's CURVE key"):
+                await client.ping()
+            assert monotonic() - started < FAST
+        shutil.copy(stranger / "client.key", keys_of(curve) / "allowed_clients" / "stranger.key")
+        with trio.fail_after(30):
             await client.ping()
-        assert monotonic() - started < FAST
 
 
 def test_a_key_added_to_allowed_clients_is_let_in_without_a_restart(
     curve: SupervisorProcess, tmp_path: Path
 ) -> None:
     stranger = stranger_keys(tmp_path, keys_of(curve))
-    with (
-        SupervisorClient(curve.endpoint, keys=stranger) as client,
-        pytest.raises(SupervisorAuthenticationError),
-    ):
-        client.ping()
-    shutil.copy(stranger / "client.key", keys_of(curve) / "allowed_clients" / "stranger.key")
-    with SupervisorClient(curve.endpoint, keys=stranger) as client:
+    with SupervisorClient(curve.endpoint, keys=stranger, request_timeout=30) as client:
+        for _ in range(2):  # each request gets a handshake of its own, and a prompt refusal
+            started = monotonic()
+            with pytest.raises(SupervisorAuthenticationError):
+                client.ping()
+            assert monotonic() - started < FAST
+        shutil.copy(stranger / "client.key", keys_of(curve) / "allowed_clients" / "stranger.key")
         assert client.call_tool("mcp_test_echo", {"text": "welcome"}).text == "welcome"
 
 
