@@ -472,7 +472,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser(
-        "run", parents=[common], help="run the supervisor in the foreground (Ctrl-C stops it)"
+        "run",
+        parents=[common],
+        help="run the supervisor in the foreground (Ctrl-C stops it)",
+        description="Run the supervisor in the foreground (Ctrl-C stops it). An ipc:// endpoint (the "
+        "default) must be in a directory only you can write to (a missing one is created mode 0700). "
+        "Any other endpoint, e.g. tcp://127.0.0.1:5555, uses CurveZMQ: it needs the key directory's "
+        "server.key_secret and lets in only clients whose public key is in its allowed_clients/ "
+        "(make them with 'mcp-supervisor keygen'), unless --insecure.",
     )
     run.add_argument(
         "config",

@@ -237,7 +237,10 @@ def parse_config(data: bytes, *, path: Path | None = None, environ: _Env | None 
     try:
         return _parse(data, where, path, env)
     except _Malformed as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        depth, offset = _deepest(data)
+        at = f": {depth} levels of arrays and objects, the deepest at {_position(data, offset)}"
+        at = at if str(exc) == "nested too deeply" else ""
+        raise ConfigError(f"{where}: {exc}{at}") from None
 
 
 def _parse(data: bytes, where: str, path: Path | None, env: _Env) -> Config:
@@ -280,7 +283,7 @@ def _json(data: bytes, type: Any = Any) -> Any:
     except UnicodeDecodeError as exc:
         raise _Malformed(f"a string is not valid UTF-8 ({exc.reason})") from None
     except RecursionError:
-        raise _Malformed("nested too deeply (arrays or objects hundreds of levels deep)") from None
+        raise _Malformed("nested too deeply") from None
 
 
 def _fields(raw: bytes, fail: Callable[[str], Exception]) -> Any:
@@ -318,6 +321,24 @@ def _escape(text: str) -> str:
     """``text`` with every non-printable character (newline, escape, ...) as its Python escape, so a
     message never carries control characters into a log or a terminal."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _deepest(data: bytes) -> tuple[int, int]:
+    """How deeply arrays and objects nest in JSON text, and the offset where that depth is first reached."""
+    depth = deepest = where = 0
+    in_string = escaped = False
+    for offset, byte in enumerate(data):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (byte == 0x5C, byte != 0x22)  # \ and "
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, offset
+        elif byte in b"]}":
+            depth -= 1
+    return deepest, where
 
 
 def _position(data: bytes, offset: int) -> str:

@@ -53,8 +53,17 @@ def test_utf16_file_is_an_error_at_its_first_byte() -> None:
     ids=["entry", "field", "supervisor", "other-key"],
 )
 def test_nesting_a_thousand_levels_deep_is_an_error_naming_the_file(text: str) -> None:
-    with pytest.raises(ConfigError, match=r"^/etc/mcp\.json: nested too deeply"):
+    with pytest.raises(
+        ConfigError, match=r"^/etc/mcp\.json: nested too deeply: 10\d\d levels of arrays and "
+    ):
         parse_text(text)
+
+
+def test_nesting_too_deep_names_where_the_deepest_level_is() -> None:
+    text = '{\n  "mcpServers": {},\n  "x": "[[[{{{", "y": ' + DEEP + "}"
+    with pytest.raises(ConfigError) as info:
+        parse_text(text)
+    assert str(info.value).endswith(": 1001 levels of arrays and objects, the deepest at line 3, column 1022")
 
 
 @pytest.mark.parametrize("value", ["1e999", "-1e999", BIG])
