@@ -8,7 +8,7 @@ exceptions of ``supervisor.errors``.
 On an endpoint other than ``ipc://`` (``tcp://``) they use CurveZMQ with the
 ``keys`` they are given (``ClientKeys``, or a key directory), else the key
 directory ``$MCP_SUPERVISOR_KEYS`` or ``~/.config/mcp-supervisor/keys`` when it
-holds ``client.key_secret`` (see ``supervisor.curve``); ``keys=False``: plain
+holds ``client.key_secret`` (see ``supervisor.keys``); ``keys=False``: plain
 TCP. A supervisor that refuses the handshake (a key it does not allow, CURVE on
 one side only) raises ``SupervisorAuthenticationError`` saying which.
 

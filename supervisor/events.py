@@ -14,7 +14,7 @@ The supervisor publishes on a PUB socket (its endpoint is in ``status``):
 arrives; when a version is missed it lists again. Reading it never asks the
 supervisor anything.
 
-Each takes ``keys`` as the client stubs do (``supervisor.curve``): on a
+Each takes ``keys`` as the client stubs do (``supervisor.keys``): on a
 ``tcp://`` events endpoint the subscription is CurveZMQ, and a refused
 handshake ends ``join`` with ``SupervisorAuthenticationError``.
 """

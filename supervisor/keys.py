@@ -159,7 +159,10 @@ def load_public(path: Path) -> bytes:
 def _load_secret(path: Path) -> tuple[bytes, bytes]:
     _check_private(path)
     public, secret = _read(path)
-    return _key(public, path, "public key"), _key(secret, path, "secret key")
+    public, secret = _key(public, path, "public key"), _key(secret, path, "secret key")
+    if zmq.curve_public(secret) != public:
+        raise KeyFileError(f"{path}: its public key is not the one of its secret key")
+    return public, secret
 
 
 def _check_private(path: Path) -> None:

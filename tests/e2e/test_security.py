@@ -24,7 +24,7 @@ import zmq
 
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.errors import SupervisorAuthenticationError
-from supervisor.events import EventWatch
+from supervisor.events import AsyncEventWatch, EventWatch
 from supervisor.keys import KEYS_ENV, keygen
 from supervisor.protocol import Ping, StateChanged, encode
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
@@ -137,6 +137,11 @@ async def test_async_client_with_a_key_not_allowed_is_refused_at_once_until_the_
             with pytest.raises(SupervisorAuthenticationError, match="refused this client's CURVE key"):
                 await client.ping()
             assert monotonic() - started < FAST
+        watch = AsyncEventWatch(curve.client.events_endpoint(), keys=stranger)
+        started = monotonic()
+        with pytest.raises(SupervisorAuthenticationError, match="refused this client's CURVE key"):
+            await watch.join(timeout=30)
+        assert monotonic() - started < FAST
         shutil.copy(stranger / "client.key", keys_of(curve) / "allowed_clients" / "stranger.key")
         with trio.fail_after(30):
             await client.ping()
