@@ -38,6 +38,7 @@ __all__ = [
     "EVENTS_HWM",
     "MAX_MESSAGE_SIZE",
     "Poller",
+    "QueueFull",
     "TrioSocket",
     "Unroutable",
     "bind_publisher",
@@ -69,7 +70,11 @@ def readable(sock: zmq.Socket[bytes]) -> bool:
 
 
 class Unroutable(Exception):
-    """A ROUTER reply addressed to a peer that is not connected (any more)."""
+    """A ROUTER reply addressed to a peer that is not connected (any more), or that cannot take it."""
+
+
+class QueueFull(Unroutable):
+    """A ROUTER reply to a peer whose queue is at the send high-water mark: it does not read."""
 
 
 class TrioSocket:
@@ -85,7 +90,9 @@ class TrioSocket:
         try:
             self.sock.send_multipart(frames, zmq.NOBLOCK)
         except zmq.ZMQError as exc:
-            if exc.errno in (errno.EHOSTUNREACH, zmq.EAGAIN):
+            if exc.errno == zmq.EAGAIN:
+                raise QueueFull(str(exc)) from exc
+            if exc.errno == errno.EHOSTUNREACH:
                 raise Unroutable(str(exc)) from exc
             raise
         finally:
@@ -186,16 +193,23 @@ def bind_publisher(
 
 
 def bind_router(
-    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, *, curve: ServerKeys | None = None
+    ctx: zmq.Context[zmq.Socket[bytes]],
+    endpoint: str,
+    *,
+    send_hwm: int = 0,
+    recv_hwm: int = 0,
+    curve: ServerKeys | None = None,
 ) -> TrioSocket:
-    """A ROUTER bound to ``endpoint`` with the options every ROUTER here needs; ``curve`` as for
-    ``bind_publisher``."""
+    """A ROUTER bound to ``endpoint`` with the options every ROUTER here needs. ``send_hwm`` bounds the
+    messages queued for each peer (0: no bound), past which a send raises ``QueueFull``; ``recv_hwm``
+    the messages taken from each peer and not yet read, past which that peer's sends wait; ``curve``
+    as for ``bind_publisher``."""
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # unroutable replies raise instead of vanishing
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
-    sock.setsockopt(zmq.SNDHWM, 0)
-    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.SNDHWM, send_hwm)
+    sock.setsockopt(zmq.RCVHWM, recv_hwm)
     _bind(sock, endpoint, curve)
     return TrioSocket(sock)
 

@@ -284,6 +284,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         rows = sup.status()
         events = sup.events_endpoint()
+        front = sup.front_stats()
     if args.json:
         _print_json([msgspec.to_builtins(row) for row in rows])
     else:
@@ -304,6 +305,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             ],
         )
         print(f"events: {events}")
+        print(
+            f"front:  {front.in_flight} requests in flight from {front.clients} clients; since the start "
+            f"{front.overloaded} refused (OVERLOADED), {front.malformed} malformed, "
+            f"{front.dropped_replies} replies dropped with {front.dropped_calls} requests (unread)"
+        )
     return 0
 
 

@@ -68,6 +68,7 @@ from supervisor.protocol import (
     ErrorReply,
     FrontReply,
     FrontRequest,
+    FrontStats,
     GetPrompt,
     GetStatus,
     Listing,
@@ -100,6 +101,7 @@ from supervisor.protocol import (
 __all__ = [
     "AsyncSupervisorClient",
     "ClientKeys",
+    "FrontStats",
     "ProgressCallback",
     "PromptInfo",
     "PromptResult",
@@ -374,6 +376,10 @@ class SupervisorClient:
     def status(self) -> list[ServerStatus]:
         return _expect(self._request(GetStatus(id=next(self._ids))), StatusReply).servers
 
+    def front_stats(self) -> FrontStats:
+        """Requests in flight now, and what the supervisor refused or dropped since it started."""
+        return _expect(self._request(GetStatus(id=next(self._ids))), StatusReply).front or FrontStats()
+
     def restart(self, server: str) -> None:
         """Restart a server's worker (coalesced with a restart already under way); counters reset."""
         _expect(self._request(Restart(id=next(self._ids), server=server)), Done)
@@ -553,6 +559,10 @@ class AsyncSupervisorClient:
 
     async def status(self) -> list[ServerStatus]:
         return _expect(await self._request(GetStatus(id=next(self._ids))), StatusReply).servers
+
+    async def front_stats(self) -> FrontStats:
+        """As ``SupervisorClient.front_stats``."""
+        return _expect(await self._request(GetStatus(id=next(self._ids))), StatusReply).front or FrontStats()
 
     async def restart(self, server: str) -> None:
         _expect(await self._request(Restart(id=next(self._ids), server=server)), Done)

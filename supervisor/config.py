@@ -80,6 +80,13 @@ class SupervisorSettings(
     heartbeat_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # seconds between worker heartbeats
     heartbeat_timeout: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # silence after which a worker is dead
     worker_spawn: Literal["zygote", "exec"] = "zygote"  # fork workers from a pre-imported process, or exec
+    # Calls (and resources and prompts requests) in flight: one client's, and everyone's; past either,
+    # a new one is answered OVERLOADED at once.
+    max_calls_per_client: Annotated[int, msgspec.Meta(gt=0)] = 1000
+    max_calls_in_flight: Annotated[int, msgspec.Meta(gt=0)] = 10_000
+    # Replies queued for one client that does not read them; past it, replies to it are dropped (and its
+    # calls in flight with them). Read when the supervisor starts.
+    max_queued_replies: Annotated[int, msgspec.Meta(gt=0, le=2**31 - 1)] = 1000  # a ZeroMQ HWM is a C int
 
 
 @dataclass(frozen=True)

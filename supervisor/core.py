@@ -30,14 +30,14 @@ import logging
 import math
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, assert_never
 
 import msgspec
 import trio
 import zmq
 
 from supervisor._process import become_subreaper, reap_on_sigchld
-from supervisor._zmq import Poller, TrioSocket, Unroutable, bind_publisher, bind_router
+from supervisor._zmq import Poller, QueueFull, TrioSocket, Unroutable, bind_publisher, bind_router
 from supervisor.config import Config, ConfigError, load_config
 from supervisor.curve import Gate
 from supervisor.keeper import Keeper
@@ -55,6 +55,8 @@ from supervisor.protocol import (
     Fetch,
     FetchMethod,
     FrontReply,
+    FrontRequest,
+    FrontStats,
     GetPrompt,
     GetStatus,
     Heartbeat,
@@ -84,6 +86,7 @@ from supervisor.protocol import (
     Stop,
     ToolList,
     ToolsChanged,
+    WorkerEvent,
     WorkerState,
     WorkerTool,
     decode_front_request,
@@ -93,6 +96,7 @@ from supervisor.protocol import (
 )
 from supervisor.registry import Diff, Registry, sanitize, server_of
 from supervisor.reload import ReloadPlan, ReloadRejected, plan_reload
+from supervisor.repeats import Repeats
 from supervisor.spawn import Spawner
 
 __all__ = ["Supervisor"]
@@ -101,6 +105,7 @@ BEACON_INTERVAL: Final = 1.0  # seconds between RegistryVersion events
 log = logging.getLogger("mcp_supervisor")
 
 DEADLINE_MARGIN: Final = 0.5  # seconds past a call's budget before the supervisor answers TIMEOUT itself
+FRONT_RCVHWM: Final = 1000  # requests taken from one client and not yet read; then its sends wait
 
 
 @dataclass(slots=True)
@@ -124,6 +129,14 @@ class Pending:
     what: str = ""  # for resources and prompts requests: what was asked
     gather: Gather | None = None  # for listings: where the answer goes
     progress: bool = False  # the caller asked for CallProgress replies
+
+
+@dataclass(slots=True)
+class Client:
+    """A front peer with requests in flight (forgotten when it has none)."""
+
+    held: int = 0  # requests in flight, toward maxCallsPerClient (a listing sent to many servers is one)
+    calls: set[int] = field(default_factory=set)  # their supervisor call ids (pending entries)
 
 
 _LIST_METHODS: Final[dict[type, FetchMethod]] = {
@@ -170,6 +183,11 @@ class Supervisor:
         self._keeper_tasks: dict[Keeper, tuple[trio.CancelScope, trio.Event]] = {}  # scope, ended
         self._retiring: set[str] = set()  # servers a reload removed whose worker is still stopping
         self._reload_lock = trio.Lock()  # one reload at a time
+        self._next_reload: list[tuple[bytes, int]] | None = None  # who waits for the reload not yet begun
+        self._clients: dict[bytes, Client] = {}  # front peers with requests in flight
+        self._held = 0  # requests in flight from every client, toward maxCallsInFlight
+        self.stats = FrontStats()  # what the front door refused or dropped, since the start
+        self._repeats = Repeats(log)  # timeouts, overloads, malformed frames: a few lines a second
 
     # ------------------------------------------------------------- running
 
@@ -178,7 +196,14 @@ class Supervisor:
         if self.curve is not None and self._gate is None:
             self._gate = Gate(self._ctx, self.curve)  # first: with no gate, libzmq lets every key in
         if self._front is None:
-            self._front = bind_router(self._ctx, self.endpoint, curve=self.curve)
+            settings = self.config.settings
+            self._front = bind_router(
+                self._ctx,
+                self.endpoint,
+                send_hwm=settings.max_queued_replies,
+                recv_hwm=FRONT_RCVHWM,
+                curve=self.curve,
+            )
         if self._link is None:
             self._link = bind_router(self._ctx, self.worker_endpoint)
         if self._events is None:
@@ -287,6 +312,7 @@ class Supervisor:
         """The registry's version every second: a subscriber that missed a change notices."""
         while True:
             self._publish(RegistryVersion(version=self.registry.version))
+            self._repeats.flush()  # a storm's count is written once its second is over
             await trio.sleep(BEACON_INTERVAL)
 
     def _publish(self, event: Event) -> None:
@@ -301,11 +327,12 @@ class Supervisor:
             self._by_identity.pop(keeper.identity, None)
         keeper.identity = None
         self._publish_diff(keeper.name, self.registry.remove(keeper.name))
-        calls, keeper.inflight = keeper.inflight, set()
-        for call in calls:
-            pending = self._pending.pop(call, None)
+        for call in list(keeper.inflight):
+            pending = self._pending.get(call)
             if pending is not None:
+                self._forget(call, pending)
                 self._answer_error(pending, code, reason)
+        keeper.inflight.clear()
         self._check_idle()
 
     # ---------------------------------------------------------- front link
@@ -340,35 +367,66 @@ class Supervisor:
     def _on_front(self, batch: list[list[bytes]]) -> None:
         for frames in batch:
             if len(frames) != 2:
-                log.warning("dropping a front message of %d frames (expected 2)", len(frames))
+                self.stats.malformed += 1
+                self._repeats.log(
+                    "malformed front messages",
+                    logging.WARNING,
+                    "client %s: dropped a message of %d frames (expected 2)",
+                    _peer(frames[0]),
+                    len(frames),
+                )
                 continue
             caller, payload = frames
             try:
                 request = decode_front_request(payload)
-            except msgspec.DecodeError as exc:
-                self._reply(caller, ErrorReply(id=_salvage_id(payload), code="BAD_REQUEST", message=str(exc)))
+            except msgspec.DecodeError as exc:  # total: any bytes at all end here
+                self._malformed(caller, payload, str(exc))
                 continue
-            match request:
-                case CallTool():
-                    self._call(caller, request)
-                case ListTools(id=id):
-                    tools = self.registry.tools()
-                    self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
-                case GetStatus(id=id):
-                    rows = [keeper.status() for keeper in self.keepers.values()]
-                    self._reply(caller, StatusReply(id=id, servers=rows, events=self.events_endpoint))
-                case Restart(id=id, server=server) | Stop(id=id, server=server) | Start(id=id, server=server):
-                    self._operate(caller, request, id, server)
-                case Ping(id=id):
-                    self._reply(caller, Done(id=id))
-                case ListResources() | ListResourceTemplates() | ListPrompts():
-                    self._list(caller, request)
-                case ReadResource():
-                    self._read(caller, request)
-                case GetPrompt():
-                    self._get_prompt(caller, request)
-                case Reload(id=id):
-                    self.reload_nowait(caller, id)
+            try:
+                self._dispatch(caller, request)
+            except Exception as exc:  # boundary: one request's failure must not end the supervisor
+                log.exception("handling %s from client %s failed", type(request).__name__, _peer(caller))
+                self._error(caller, request.id, "INTERNAL", f"{type(request).__name__}: {type(exc).__name__}")
+
+    def _malformed(self, caller: bytes, payload: bytes, why: str) -> None:
+        """A front message that is not a request: BAD_REQUEST to its sender, a warning, nothing else."""
+        self.stats.malformed += 1
+        self._repeats.log(
+            "malformed requests",
+            logging.WARNING,
+            "client %s: malformed request (%d bytes): %s",
+            _peer(caller),
+            len(payload),
+            why,
+        )
+        self._reply(caller, ErrorReply(id=_salvage_id(payload), code="BAD_REQUEST", message=why))
+
+    def _dispatch(self, caller: bytes, request: FrontRequest) -> None:
+        match request:
+            case CallTool():
+                self._call(caller, request)
+            case ListTools(id=id):
+                tools = self.registry.tools()
+                self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
+            case GetStatus(id=id):
+                rows = [keeper.status() for keeper in self.keepers.values()]
+                self.stats.clients, self.stats.in_flight = len(self._clients), self._held
+                reply = StatusReply(id=id, servers=rows, events=self.events_endpoint, front=self.stats)
+                self._reply(caller, reply)
+            case Restart(id=id, server=server) | Stop(id=id, server=server) | Start(id=id, server=server):
+                self._operate(caller, request, id, server)
+            case Ping(id=id):
+                self._reply(caller, Done(id=id))
+            case ListResources() | ListResourceTemplates() | ListPrompts():
+                self._list(caller, request)
+            case ReadResource():
+                self._read(caller, request)
+            case GetPrompt():
+                self._get_prompt(caller, request)
+            case Reload(id=id):
+                self.reload_nowait(caller, id)
+            case _:
+                assert_never(request)
 
     def _call(self, caller: bytes, request: CallTool) -> None:
         if self._draining:
@@ -390,22 +448,21 @@ class Supervisor:
         if not (budget > 0 and math.isfinite(budget)):
             self._error(caller, request.id, "BAD_REQUEST", f"timeout must be a positive number, not {budget}")
             return
+        if not self._admit(caller, request.id):
+            return
         self._next_call += 1
         call = self._next_call
-        deadline = trio.current_time() + budget + DEADLINE_MARGIN
         invoke = Invoke(
             call=call, tool=route.tool, arguments=request.arguments, budget=budget, progress=request.progress
         )
+        pending = Pending(caller, request.id, keeper, route.tool, progress=request.progress)
         try:
             self._worker_send(keeper.identity, encode(invoke))
         except Unroutable:
+            self._release(caller)
             self._unavailable(caller, request.id, keeper)
             return
-        self._pending[call] = Pending(caller, request.id, keeper, route.tool, progress=request.progress)
-        keeper.inflight.add(call)
-        heapq.heappush(self._deadlines, (deadline, call))
-        if self._timer is not None and deadline < self._timer.deadline:
-            self._timer.deadline = deadline
+        self._remember(call, pending, budget)
 
     # ------------------------------------------------- resources and prompts
 
@@ -420,12 +477,15 @@ class Supervisor:
             if keeper is None:
                 return
             keepers = [keeper]
+        if not keepers:
+            self._reply(caller, Listing(id=request.id))
+            return
+        if not self._admit(caller, request.id):
+            return
         gather = Gather(caller, request.id, named=request.server is not None, waiting=len(keepers))
         method = _LIST_METHODS[type(request)]
         for keeper in keepers:
             self._fetch(caller, request.id, keeper, request.timeout, method, gather=gather)
-        if not keepers:
-            self._reply(caller, Listing(id=request.id))
 
     def _read(self, caller: bytes, request: ReadResource) -> None:
         if self._accepting(caller, request.id, request.timeout):
@@ -492,8 +552,11 @@ class Supervisor:
         arguments: msgspec.Raw | None = None,
         gather: Gather | None = None,
     ) -> None:
-        """Send one ``Fetch`` to a ready keeper's worker; answered as calls are (``_answer``)."""
+        """Send one ``Fetch`` to a ready keeper's worker; answered as calls are (``_answer``). One that is
+        not part of a gathered listing is admitted here (a gather was, as a whole)."""
         assert keeper.identity is not None
+        if gather is None and not self._admit(caller, id):
+            return
         budget = keeper.spec.tool_timeout if timeout is None else timeout
         self._next_call += 1
         call = self._next_call
@@ -507,17 +570,62 @@ class Supervisor:
         except Unroutable:
             self._answer_error(pending, "UNAVAILABLE", f"server {keeper.name!r} is {keeper.state}")
             return
+        self._remember(call, pending, budget)
+
+    # ------------------------------------------------------ requests in flight
+
+    def _admit(self, caller: bytes, id: int) -> bool:
+        """Take a place for a request that goes to a worker; past a bound, answer OVERLOADED (False)."""
+        settings = self.config.settings
+        client = self._clients.get(caller)
+        if client is not None and client.held >= settings.max_calls_per_client:
+            why = f"this client has {client.held} requests in flight (maxCallsPerClient)"
+        elif self._held >= settings.max_calls_in_flight:
+            why = f"{self._held} requests in flight from every client (maxCallsInFlight)"
+        else:
+            if client is None:
+                client = self._clients[caller] = Client()
+            client.held += 1
+            self._held += 1
+            return True
+        self.stats.overloaded += 1
+        self._repeats.log(
+            "requests refused as OVERLOADED", logging.WARNING, "client %s: %s", _peer(caller), why
+        )
+        self._error(caller, id, "OVERLOADED", f"{why}; try again later")
+        return False
+
+    def _release(self, caller: bytes) -> None:
+        """A request admitted by ``_admit`` got its terminal reply (or was dropped)."""
+        client = self._clients[caller]
+        client.held -= 1
+        self._held -= 1
+        if client.held == 0:
+            del self._clients[caller]
+
+    def _remember(self, call: int, pending: Pending, budget: float) -> None:
+        """A request sent to a worker: pending until its answer, its worker's end or its deadline."""
         self._pending[call] = pending
-        keeper.inflight.add(call)
+        pending.keeper.inflight.add(call)
+        self._clients[pending.caller].calls.add(call)
         deadline = trio.current_time() + budget + DEADLINE_MARGIN
         heapq.heappush(self._deadlines, (deadline, call))
         if self._timer is not None and deadline < self._timer.deadline:
             self._timer.deadline = deadline
 
+    def _forget(self, call: int, pending: Pending) -> None:
+        """A pending request is over (answered, timed out, its worker gone, or its caller's dropped)."""
+        del self._pending[call]
+        pending.keeper.inflight.discard(call)
+        client = self._clients.get(pending.caller)
+        if client is not None:
+            client.calls.discard(call)
+
     def _answer(self, pending: Pending, result: msgspec.Raw) -> None:
         gather = pending.gather
         if gather is None:
             self._reply(pending.caller, CallResult(id=pending.id, result=result))
+            self._release(pending.caller)
         else:
             gather.parts[pending.keeper.name] = result
             self._gathered(gather)
@@ -526,6 +634,7 @@ class Supervisor:
         gather = pending.gather
         if gather is None or gather.named:
             self._error(pending.caller, pending.id, code, message)
+            self._release(pending.caller)
         else:
             gather.failures.append(ServerFailure(server=pending.keeper.name, code=code, message=message))
             self._gathered(gather)
@@ -535,6 +644,27 @@ class Supervisor:
         if gather.waiting == 0:
             parts = [gather.parts[name] for name in self.keepers if name in gather.parts]  # config order
             self._reply(gather.caller, Listing(id=gather.id, parts=parts, failures=gather.failures))
+            self._release(gather.caller)
+
+    def _drop_calls_of(self, caller: bytes) -> int:
+        """Forget every request in flight of a client that does not read its replies; how many there were.
+        Their answers, when they come, are dropped as late answers are."""
+        client = self._clients.get(caller)
+        if client is None:
+            return 0
+        dropped = 0
+        gathers: list[Gather] = []  # a listing sent to several servers is one request
+        for call in list(client.calls):
+            pending = self._pending[call]
+            self._forget(call, pending)
+            if pending.gather is not None:
+                if any(gather is pending.gather for gather in gathers):
+                    continue
+                gathers.append(pending.gather)
+            dropped += 1
+            self._release(caller)
+        self._check_idle()
+        return dropped
 
     def _owner_if_not_ready(self, name: str) -> Keeper | None:
         """The not-ready server whose prefix ``name`` carries, for a better error than UNKNOWN_TOOL."""
@@ -571,46 +701,67 @@ class Supervisor:
     # ---------------------------------------------------------------- reload
 
     def reload_nowait(self, caller: bytes | None = None, id: int = 0) -> None:
-        """Start a reload (SIGHUP, or a front request from ``caller``, answered when it is done)."""
-        assert self._tasks is not None
-        self._tasks.start_soon(self._reload_for, caller, id)
+        """Start a reload (SIGHUP, or a front request from ``caller``, answered when it is done).
 
-    async def _reload_for(self, caller: bytes | None, id: int) -> None:
-        reply: FrontReply
-        try:
-            reply = Reloaded(id=id, summary=await self.reload())
-        except ReloadRejected as exc:  # logged
-            reply = ErrorReply(id=id, code="BAD_REQUEST", message=str(exc))
-        except Exception as exc:  # boundary: a bug in a reload must not end the supervisor
-            log.exception("reload failed")
-            reply = ErrorReply(id=id, code="INTERNAL", message=f"reload failed: {type(exc).__name__}: {exc}")
+        Requests that come while a reload waits for the one under way join it: each is answered by a
+        reload that read the file after it came, and a flood of them costs one reload, not one each."""
+        assert self._tasks is not None
+        if caller is not None and not self._admit(caller, id):
+            return
+        if self._next_reload is None:
+            self._next_reload = []
+            self._tasks.start_soon(self._reload_for, self._next_reload)
         if caller is not None:
+            self._next_reload.append((caller, id))
+
+    async def _reload_for(self, waiters: list[tuple[bytes, int]]) -> None:
+        async with self._reload_lock:
+            self._next_reload = None  # requests from now on wait for the next reload
+            try:
+                outcome: ReloadSummary | ErrorReply = await self._reload()
+            except ReloadRejected as exc:  # logged
+                outcome = ErrorReply(id=0, code="BAD_REQUEST", message=str(exc))
+            except Exception as exc:  # boundary: a bug in a reload must not end the supervisor
+                log.exception("reload failed")
+                message = f"reload failed: {type(exc).__name__}: {exc}"
+                outcome = ErrorReply(id=0, code="INTERNAL", message=message)
+        for caller, id in waiters:
+            reply: FrontReply = (
+                Reloaded(id=id, summary=outcome)
+                if isinstance(outcome, ReloadSummary)
+                else ErrorReply(id=id, code=outcome.code, message=outcome.message)
+            )
             self._reply(caller, reply)
+            self._release(caller)
 
     async def reload(self) -> ReloadSummary:
         """Re-read the config file and apply what changed (one reload at a time); returns once
         removed servers have stopped, with changed and added ones starting. Raises
         :class:`ReloadRejected`, having changed nothing, when the file cannot be used as a whole."""
         async with self._reload_lock:
-            path = self.config.path
+            return await self._reload()
+
+    async def _reload(self) -> ReloadSummary:
+        """``reload``, with its lock held."""
+        path = self.config.path
+        try:
+            if self._draining:
+                raise ReloadRejected("the supervisor is shutting down")
+            if path is None:
+                raise ReloadRejected("the supervisor was not started from a config file")
             try:
-                if self._draining:
-                    raise ReloadRejected("the supervisor is shutting down")
-                if path is None:
-                    raise ReloadRejected("the supervisor was not started from a config file")
-                try:
-                    new = load_config(path)
-                except ConfigError as exc:
-                    raise ReloadRejected(f"config rejected, nothing changed: {exc}") from None
-                plan = plan_reload(self.config, new)
-                if plan.problems:
-                    lines = "".join(f"\n  {problem}" for problem in plan.problems)
-                    raise ReloadRejected(f"config {path} rejected, nothing changed:{lines}")
-            except ReloadRejected as exc:
-                log.error("reload: %s", str(exc).replace("\n  ", "; "))
-                raise
-            self.config = new
-            await self._apply(plan, new)
+                new = load_config(path)
+            except ConfigError as exc:
+                raise ReloadRejected(f"config rejected, nothing changed: {exc}") from None
+            plan = plan_reload(self.config, new)
+            if plan.problems:
+                lines = "".join(f"\n  {problem}" for problem in plan.problems)
+                raise ReloadRejected(f"config {path} rejected, nothing changed:{lines}")
+        except ReloadRejected as exc:
+            log.error("reload: %s", str(exc).replace("\n  ", "; "))
+            raise
+        self.config = new
+        await self._apply(plan, new)
         log.info(
             "reload of %s: added %s; removed %s; changed %s; %d unchanged%s",
             *(path, _names(plan.added), _names(plan.removed), _names(plan.changed), len(plan.unchanged)),
@@ -656,30 +807,47 @@ class Supervisor:
             keeper.last_heard = now
             try:
                 event = decode_worker_event(frames[1])
-            except msgspec.DecodeError as exc:
-                log.error("undecodable message from the worker of %r: %s", keeper.name, exc)
+            except msgspec.DecodeError as exc:  # total: any bytes at all end here
+                self._repeats.log(
+                    f"undecodable messages from the worker of {keeper.name!r}",
+                    logging.ERROR,
+                    "undecodable message from the worker of %r: %s",
+                    keeper.name,
+                    exc,
+                )
                 continue
-            match event:
-                case InvokeResult(call=call, result=result):
-                    pending = self._settle(call, keeper)
-                    if pending is not None:
-                        self._answer(pending, result)
-                case InvokeFailed(call=call, code=code, message=message):
-                    pending = self._settle(call, keeper)
-                    if pending is not None:
-                        if code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS"):  # the caller's mistakes
-                            log.error("server %r: %s: %s", keeper.name, code, message)
-                        self._answer_error(pending, code, f"server {keeper.name!r}: {message}")
-                case InvokeProgress():
-                    self._relay_progress(event, keeper)
-                case Started(server_pid=pid):
-                    keeper.started(pid)
-                case Ready():
-                    keeper.ready(event)
-                case ToolsChanged():
-                    keeper.tools_changed(event)
-                case Heartbeat():
-                    keeper.heartbeat_answered()
+            try:
+                self._on_event(keeper, event)
+            except Exception:  # boundary: one message's failure must not end the supervisor
+                log.exception("handling %s from the worker of %r failed", type(event).__name__, keeper.name)
+
+    def _on_event(self, keeper: Keeper, event: WorkerEvent) -> None:
+        match event:
+            case InvokeResult(call=call, result=result):
+                pending = self._settle(call, keeper)
+                if pending is not None:
+                    self._answer(pending, result)
+            case InvokeFailed(call=call, code=code, message=message):
+                pending = self._settle(call, keeper)
+                if pending is not None:
+                    if code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS"):  # the caller's mistakes
+                        what = f"{code} answers from server {keeper.name!r}"
+                        self._repeats.log(
+                            what, logging.ERROR, "server %r: %s: %s", keeper.name, code, message
+                        )
+                    self._answer_error(pending, code, f"server {keeper.name!r}: {message}")
+            case InvokeProgress():
+                self._relay_progress(event, keeper)
+            case Started(server_pid=pid):
+                keeper.started(pid)
+            case Ready():
+                keeper.ready(event)
+            case ToolsChanged():
+                keeper.tools_changed(event)
+            case Heartbeat():
+                keeper.heartbeat_answered()
+            case _:
+                assert_never(event)
 
     def _relay_progress(self, event: InvokeProgress, keeper: Keeper) -> None:
         """To a caller that asked for progress, while its call is pending (after its answer, dropped)."""
@@ -694,8 +862,7 @@ class Supervisor:
         pending = self._pending.get(call)
         if pending is None or pending.keeper is not keeper:
             return None
-        del self._pending[call]
-        keeper.inflight.discard(call)
+        self._forget(call, pending)
         self._check_idle()
         return pending
 
@@ -727,7 +894,13 @@ class Supervisor:
                     continue
                 self._settle(call, pending.keeper)
                 what = pending.what or f"tool {pending.tool!r}"
-                log.error("server %r %s: worker gave no answer by the deadline", pending.keeper.name, what)
+                self._repeats.log(
+                    f"calls to server {pending.keeper.name!r} its worker did not answer by the deadline",
+                    logging.ERROR,
+                    "server %r %s: worker gave no answer by the deadline",
+                    pending.keeper.name,
+                    what,
+                )
                 self._answer_error(
                     pending, "TIMEOUT", f"server {pending.keeper.name!r} did not answer {what} in time"
                 )
@@ -741,12 +914,34 @@ class Supervisor:
         assert self._front is not None
         try:
             self._front.send_nowait([caller, encode(reply)])
+        except QueueFull:
+            self._not_reading(caller)
         except Unroutable:
             log.debug("caller went away before its reply (id %d)", reply.id)
+
+    def _not_reading(self, caller: bytes) -> None:
+        """A client's reply queue is full: it does not read. Drop the reply and its requests in flight
+        (their answers too, when they come), so that what it leaves unread cannot grow our memory."""
+        dropped = self._drop_calls_of(caller)
+        self.stats.dropped_replies += 1
+        self.stats.dropped_calls += dropped
+        self._repeats.log(
+            "replies dropped",
+            logging.WARNING,
+            "client %s does not read its replies (%d queued): a reply dropped, and %d requests in flight",
+            _peer(caller),
+            self.config.settings.max_queued_replies,
+            dropped,
+        )
 
 
 def _names(names: list[str]) -> str:
     return ", ".join(names) or "none"
+
+
+def _peer(routing_id: bytes) -> str:
+    """A front peer, as the log names it (its routing id, in hex; at most 16 bytes of it)."""
+    return routing_id[:16].hex() or "-"
 
 
 class _Id(msgspec.Struct):

