@@ -24,11 +24,14 @@ import os
 import select
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 import trio
 import zmq
 import zmq.backend
+
+if TYPE_CHECKING:
+    from supervisor.keys import ServerKeys
 
 __all__ = [
     "BATCH",
@@ -177,34 +180,49 @@ class Poller:
         os.close(self._wakeup)
 
 
-def bind_publisher(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
-    """A PUB bound to ``endpoint``: events for whoever subscribes; never blocks (drops at its HWM)."""
+def bind_publisher(
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, *, curve: ServerKeys | None = None
+) -> zmq.Socket[bytes]:
+    """A PUB bound to ``endpoint``: events for whoever subscribes; never blocks (drops at its HWM).
+    With ``curve``, only clients with an allowed key subscribe (a ``curve.Gate`` must run in ``ctx``)."""
     sock = ctx.socket(zmq.PUB)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, EVENTS_HWM)
-    try:
-        sock.bind(endpoint)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
+    _bind(sock, endpoint, curve)
     return sock
 
 
 def bind_router(
-    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, *, send_hwm: int = 0, recv_hwm: int = 0
+    ctx: zmq.Context[zmq.Socket[bytes]],
+    endpoint: str,
+    *,
+    send_hwm: int = 0,
+    recv_hwm: int = 0,
+    curve: ServerKeys | None = None,
 ) -> TrioSocket:
     """A ROUTER bound to ``endpoint`` with the options every ROUTER here needs. ``send_hwm`` bounds the
     messages queued for each peer (0: no bound), past which a send raises ``QueueFull``; ``recv_hwm``
-    the messages taken from each peer and not yet read, past which that peer's sends wait."""
+    the messages taken from each peer and not yet read, past which that peer's sends wait; ``curve``
+    as for ``bind_publisher``."""
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # unroutable replies raise instead of vanishing
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
     sock.setsockopt(zmq.SNDHWM, send_hwm)
     sock.setsockopt(zmq.RCVHWM, recv_hwm)
+    _bind(sock, endpoint, curve)
+    return TrioSocket(sock)
+
+
+def _bind(sock: zmq.Socket[bytes], endpoint: str, curve: ServerKeys | None) -> None:
+    """Bind (closing ``sock`` if that fails); an ipc socket file is made owner-only (0600)."""
     try:
+        if curve is not None:
+            curve.serve(sock)
         sock.bind(endpoint)
-    except zmq.ZMQError:
+        bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        if bound.startswith("ipc://") and not bound.startswith("ipc://@"):  # "@": abstract, no file
+            os.chmod(bound[len("ipc://") :], 0o600)
+    except (zmq.ZMQError, OSError):
         sock.close(linger=0)
         raise
-    return TrioSocket(sock)

@@ -23,8 +23,23 @@ import zmq
 from supervisor import __version__
 from supervisor.client import SupervisorClient
 from supervisor.config import ConfigError, load_config
-from supervisor.errors import BadRequestError, SupervisorError, SupervisorUnreachableError
-from supervisor.paths import ENDPOINT_ENV, ensure_runtime_dir, ipc_path, resolve_endpoint, runtime_dir
+from supervisor.curve import AllowedClients
+from supervisor.errors import (
+    BadRequestError,
+    SupervisorAuthenticationError,
+    SupervisorError,
+    SupervisorUnreachableError,
+)
+from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV, KeyFileError, ServerKeys, key_dir, keygen, needs_curve
+from supervisor.paths import (
+    ENDPOINT_ENV,
+    claim_ipc_dir,
+    default_endpoint,
+    ensure_runtime_dir,
+    ipc_path,
+    resolve_endpoint,
+    runtime_dir,
+)
 from supervisor.protocol import RegistryChanged, StateChanged
 
 if TYPE_CHECKING:
@@ -60,11 +75,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     for problem in config.problems:
         log.error("config %s: %s (skipped)", config.path, problem.message)
     endpoint = resolve_endpoint(args.endpoint)
+    curve = _front_door(endpoint, args.keys, args.insecure)
     _claim_endpoint(endpoint)
     workers = ensure_runtime_dir(runtime_dir()) / f"workers-{os.getpid()}.sock"
     from supervisor.core import Supervisor
 
-    supervisor = Supervisor(config, endpoint=endpoint, worker_endpoint=f"ipc://{workers}")
+    supervisor = Supervisor(config, endpoint=endpoint, worker_endpoint=f"ipc://{workers}", curve=curve)
     try:
         supervisor.bind()
     except zmq.ZMQError as exc:
@@ -73,15 +89,52 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _front_door(endpoint: str, keys: str | None, insecure: bool) -> ServerKeys | None:
+    """The CURVE keys for a network endpoint (None for ipc, or with ``--insecure``, said loudly)."""
+    if not needs_curve(endpoint):
+        return None
+    if insecure:
+        log.warning(
+            "INSECURE: %s is plain TCP (--insecure): nothing is encrypted and anyone who can reach it "
+            "can call every tool and read every result; use CURVE keys ('mcp-supervisor keygen') instead",
+            endpoint,
+        )
+        return None
+    try:
+        curve = ServerKeys.load(key_dir(keys))
+    except KeyFileError as exc:
+        raise CliError(
+            f"{endpoint} is not an ipc:// endpoint, so it needs CURVE keys: {exc} (or pass --insecure "
+            "for plain TCP: no encryption, and anyone who can reach the port can call every tool)",
+            EXIT_USAGE,
+        ) from exc
+    allowed = len(AllowedClients(curve.allowed).public_keys())
+    log.info(
+        "CURVE on %s: server key %s, %d allowed client keys in %s",
+        endpoint,
+        curve.public_file,
+        allowed,
+        curve.allowed,
+    )
+    if not allowed:
+        log.warning("no client can connect yet: put their public keys (*.key) in %s", curve.allowed)
+    return curve
+
+
 def _claim_endpoint(endpoint: str) -> None:
     """Refuse to start over a live supervisor; clear a stale ipc socket file."""
     path = ipc_path(endpoint)
     if path is None:
         return
-    if path.parent == runtime_dir():
-        ensure_runtime_dir(path.parent)
+    try:
+        if path.parent == runtime_dir():
+            ensure_runtime_dir(path.parent)
+        else:
+            claim_ipc_dir(path.parent)
+    except OSError as exc:
+        hint = f"use a private directory (the default endpoint is {default_endpoint()})"
+        raise CliError(f"cannot listen on {endpoint}: {exc}; {hint}", EXIT_USAGE) from exc
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
         return
     try:
         with SupervisorClient(endpoint, request_timeout=1.0) as probe:
@@ -125,16 +178,49 @@ async def _cut_short(signals: AsyncIterator[int], scope: trio.CancelScope) -> No
         return
 
 
+def cmd_keygen(args: argparse.Namespace) -> int:
+    """Make the CURVE key files a directory lacks, and say where each goes."""
+    directory = key_dir(args.directory)
+    try:
+        done = keygen(directory, server=not args.client_only)
+    except (OSError, KeyFileError) as exc:
+        raise CliError(f"cannot make keys in {directory}: {exc}", EXIT_USAGE) from exc
+    for what, path in done:
+        print(f"{what:<8} {path}")
+    default = key_dir() == directory  # what every command uses without --keys
+    flag = "" if default else f" --keys {directory}"
+    if args.client_only:
+        print(
+            f"\nGive {directory / 'client.key'} to the supervisor's operator: it goes in their "
+            "allowed_clients directory (any name ending in .key).\n"
+            f"Put the supervisor's server.key in {directory}; then commands and agents here use these keys"
+            f"{'' if default else f' with --keys {directory} or {KEYS_ENV}={directory}'}."
+        )
+        return 0
+    print(
+        f"\nThe supervisor reads server.key_secret and allowed_clients/: "
+        f"mcp-supervisor run --endpoint tcp://HOST:PORT{flag}\n"
+        f"Clients read client.key_secret and server.key from their key directory (--keys DIR or "
+        f"${KEYS_ENV}; default {DEFAULT_KEY_DIR}).\n"
+        "To allow another client: run 'mcp-supervisor keygen --client-only DIR' where it runs, copy its "
+        f"DIR/client.key to {directory / 'allowed_clients'}/NAME.key (read again at once, no restart), "
+        f"and copy {directory / 'server.key'} to DIR/server.key."
+    )
+    return 0
+
+
 # ------------------------------------------------------------- commands
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     waiting: list[str] = ["the supervisor"]
-    with SupervisorClient(args.endpoint, request_timeout=1.0) as sup:
+    with SupervisorClient(args.endpoint, request_timeout=1.0, keys=args.keys) as sup:
         while time.monotonic() < deadline:
             try:
                 rows = sup.status()
+            except SupervisorAuthenticationError:
+                raise  # waiting longer will not change the keys
             except SupervisorUnreachableError:
                 time.sleep(WAIT_POLL_INTERVAL)
                 continue
@@ -151,7 +237,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         tools = sup.list_tools()
     if args.json:
         fields = ("name", "server", "original_name", "description", "input_schema")
@@ -170,7 +256,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise CliError(f"ARGS_JSON must be a JSON object, not {type(arguments).__name__}", EXIT_USAGE)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         result = sup.call_tool(
             args.name,
             arguments,
@@ -195,7 +281,7 @@ def _print_progress(progress: float, total: float | None, message: str | None) -
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         rows = sup.status()
         events = sup.events_endpoint()
         front = sup.front_stats()
@@ -230,7 +316,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_events(args: argparse.Namespace) -> int:
     """Print registry and state events as they come, until interrupted (or ``--count`` of them)."""
     seen = 0
-    with SupervisorClient(args.endpoint) as sup, sup.watch() as events:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup, sup.watch() as events:
         if not args.json:
             print(f"watching {events.endpoint} (Ctrl-C to stop)", file=sys.stderr)
         for event in events:
@@ -257,14 +343,14 @@ def _describe(event: RegistryChanged | StateChanged) -> str:
 
 def cmd_operate(args: argparse.Namespace) -> int:
     """restart / stop / start SERVER."""
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         getattr(sup, args.command)(args.server)
     print(f"{args.command} {args.server}: done")
     return 0
 
 
 def cmd_resources(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         resources = sup.list_resources(args.server, timeout=args.timeout)
     if args.json:
         _print_json([msgspec.to_builtins(resource) for resource in resources])
@@ -277,7 +363,7 @@ def cmd_resources(args: argparse.Namespace) -> int:
 
 
 def cmd_resource_templates(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         templates = sup.list_resource_templates(args.server, timeout=args.timeout)
     if args.json:
         _print_json([msgspec.to_builtins(template) for template in templates])
@@ -288,7 +374,7 @@ def cmd_resource_templates(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         result = sup.read_resource(args.server, args.uri, timeout=args.timeout)
     if args.json:
         _print_json(msgspec.to_builtins(result))
@@ -298,7 +384,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def cmd_prompts(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         prompts = sup.list_prompts(args.server, timeout=args.timeout)
     if args.json:
         _print_json([msgspec.to_builtins(prompt) for prompt in prompts])
@@ -318,7 +404,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         raise CliError(f"ARGS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
     if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
         raise CliError('ARGS_JSON must be a JSON object of strings, e.g. \'{"city": "Paris"}\'', EXIT_USAGE)
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         result = sup.get_prompt(args.name, arguments, server=args.server, timeout=args.timeout)
     if args.json:
         _print_json(msgspec.to_builtins(result))
@@ -338,7 +424,7 @@ def _first_line(text: str, width: int) -> str:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint) as sup:
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         try:
             summary = sup.reload()
         except BadRequestError as exc:  # the file cannot be used; the supervisor runs as it was
@@ -375,6 +461,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint",
         help=f"the supervisor's ZeroMQ endpoint (default: ${ENDPOINT_ENV}, else {resolve_endpoint(None)})",
     )
+    common.add_argument(
+        "--keys",
+        metavar="DIR",
+        help=f"CURVE key directory for tcp:// endpoints (default: ${KEYS_ENV}, else {DEFAULT_KEY_DIR}); "
+        "clients use DIR/client.key_secret and DIR/server.key ('none': plain TCP)",
+    )
     parser = argparse.ArgumentParser(
         prog="mcp-supervisor",
         description="Run every MCP server in its own supervised worker process, and call all their "
@@ -386,7 +478,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser(
-        "run", parents=[common], help="run the supervisor in the foreground (Ctrl-C stops it)"
+        "run",
+        parents=[common],
+        help="run the supervisor in the foreground (Ctrl-C stops it)",
+        description="Run the supervisor in the foreground (Ctrl-C stops it). An ipc:// endpoint (the "
+        "default) must be in a directory only you can write to (a missing one is created mode 0700). "
+        "Any other endpoint, e.g. tcp://127.0.0.1:5555, uses CurveZMQ: it needs the key directory's "
+        "server.key_secret and lets in only clients whose public key is in its allowed_clients/ "
+        "(make them with 'mcp-supervisor keygen'), unless --insecure.",
     )
     run.add_argument(
         "config",
@@ -395,7 +494,34 @@ def build_parser() -> argparse.ArgumentParser:
         "~/.config/mcp-supervisor/mcp.json)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a tcp:// endpoint without CURVE: no encryption, and anyone who can reach the port can "
+        "call every tool (without it, tcp:// needs DIR/server.key_secret and DIR/allowed_clients/ of --keys)",
+    )
     run.set_defaults(func=cmd_run)
+
+    keys = sub.add_parser(
+        "keygen",
+        help="make CURVE keys for tcp:// endpoints (a server and a client key pair)",
+        description="Make the CurveZMQ key files a key directory lacks (existing keys are kept): the "
+        "supervisor's pair (server.key, server.key_secret), a client's pair (client.key, client.key_secret) "
+        "and allowed_clients/ holding the public keys of the clients the supervisor lets in (client.key "
+        "to start with). Secret files are mode 0600. Prints where each file goes.",
+    )
+    keys.add_argument(
+        "directory",
+        nargs="?",
+        metavar="DIR",
+        help=f"the key directory (default: ${KEYS_ENV}, else {DEFAULT_KEY_DIR})",
+    )
+    keys.add_argument(
+        "--client-only",
+        action="store_true",
+        help="only a client key pair, for a client on another machine or account",
+    )
+    keys.set_defaults(func=cmd_keygen)
 
     wait = sub.add_parser("wait", parents=[common], help="return when every enabled server is ready")
     wait.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")

@@ -5,6 +5,13 @@ Both find the supervisor as the CLI does (an explicit endpoint, else
 protocol of ``supervisor.protocol`` over a ZeroMQ DEALER, and raise the
 exceptions of ``supervisor.errors``.
 
+On an endpoint other than ``ipc://`` (``tcp://``) they use CurveZMQ with the
+``keys`` they are given (``ClientKeys``, or a key directory), else the key
+directory ``$MCP_SUPERVISOR_KEYS`` or ``~/.config/mcp-supervisor/keys`` when it
+holds ``client.key_secret`` (see ``supervisor.keys``); ``keys=False``: plain
+TCP. A supervisor that refuses the handshake (a key it does not allow, CURVE on
+one side only) raises ``SupervisorAuthenticationError`` saying which.
+
 - ``SupervisorClient`` is thread-safe: each thread gets its own socket, so
   threads call concurrently; replies are matched by request id.
 - ``AsyncSupervisorClient`` runs on asyncio and on trio (through anyio). Use
@@ -33,7 +40,7 @@ import threading
 from collections.abc import Callable, Mapping
 from time import monotonic
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Literal, Self, TypeVar
 
 import anyio
 import anyio.abc
@@ -42,8 +49,16 @@ import zmq
 from anyio.streams.memory import MemoryObjectSendStream
 
 from supervisor._zmq import MAX_MESSAGE_SIZE, fd_of, readable
-from supervisor.errors import SupervisorError, SupervisorUnreachableError, ToolExecutionError, error_for
+from supervisor.curve import HandshakeWatch
+from supervisor.errors import (
+    SupervisorAuthenticationError,
+    SupervisorError,
+    SupervisorUnreachableError,
+    ToolExecutionError,
+    error_for,
+)
 from supervisor.events import AsyncEventWatch, EventWatch, ToolCache
+from supervisor.keys import ClientKeys, Keys, client_keys, needs_curve
 from supervisor.paths import ipc_path, resolve_endpoint
 from supervisor.protocol import (
     CallProgress,
@@ -85,6 +100,7 @@ from supervisor.protocol import (
 
 __all__ = [
     "AsyncSupervisorClient",
+    "ClientKeys",
     "FrontStats",
     "ProgressCallback",
     "PromptInfo",
@@ -129,7 +145,11 @@ def openai_tool(tool: ToolInfo) -> dict[str, Any]:
     }
 
 
-def _new_socket(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
+def _new_socket(
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, keys: ClientKeys | None
+) -> tuple[zmq.Socket[bytes], HandshakeWatch | None]:
+    """A DEALER connected to ``endpoint`` (CURVE with ``keys``), and a watch on its handshakes for
+    endpoints where they can fail (all but ipc)."""
     path = ipc_path(endpoint)
     if path is not None and not path.exists():
         raise SupervisorUnreachableError(
@@ -140,12 +160,23 @@ def _new_socket(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socke
     sock.setsockopt(zmq.SNDHWM, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+    if keys is not None:
+        keys.connect(sock)
+    watch = HandshakeWatch(sock, endpoint, keys) if needs_curve(endpoint) else None
     try:
         sock.connect(endpoint)
     except zmq.ZMQError as exc:
+        if watch is not None:
+            watch.close()
         sock.close(linger=0)
         raise SupervisorUnreachableError(f"cannot connect to {endpoint!r}: {exc}") from exc
-    return sock
+    return sock, watch
+
+
+def _no_answer(endpoint: str, wait: float, watch: HandshakeWatch | None) -> SupervisorUnreachableError:
+    if watch is not None and watch.failure is not None:
+        return SupervisorAuthenticationError(watch.failure)
+    return SupervisorUnreachableError(f"no answer from the supervisor at {endpoint} within {wait:g} s")
 
 
 def _call_request(
@@ -223,10 +254,13 @@ POLL_SLICE_MS: Final = 100  # a waiting call notices a close() from another thre
 
 
 class SupervisorClient:
-    """Blocking client; safe to share between threads."""
+    """Blocking client; safe to share between threads. ``keys``: see the module docstring."""
 
-    def __init__(self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(
+        self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT, keys: Keys = None
+    ) -> None:
         self.endpoint = resolve_endpoint(endpoint)
+        self.keys = client_keys(keys, self.endpoint)
         self.request_timeout = request_timeout
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._local = threading.local()
@@ -265,7 +299,7 @@ class SupervisorClient:
 
         It returns once the subscription is live: every change after that is seen.
         """
-        watch = EventWatch(self.events_endpoint())
+        watch = EventWatch(self.events_endpoint(), keys=self._event_keys())
         watch.join()
         return watch
 
@@ -276,10 +310,13 @@ class SupervisorClient:
             reply = self.tool_list()
             return reply.tools, reply.version
 
-        return ToolCache(self.events_endpoint(), listing)
+        return ToolCache(self.events_endpoint(), listing, keys=self._event_keys())
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in self.list_tools()]
+
+    def _event_keys(self) -> ClientKeys | Literal[False]:
+        return False if self.keys is None else self.keys
 
     def call_tool(
         self,
@@ -364,16 +401,18 @@ class SupervisorClient:
         wait = max(self.request_timeout, RELOAD_WAIT)
         return _expect(self._request(Reload(id=next(self._ids)), wait), Reloaded).summary
 
-    def _socket(self) -> zmq.Socket[bytes]:
+    def _socket(self) -> tuple[zmq.Socket[bytes], HandshakeWatch | None]:
         sock: zmq.Socket[bytes] | None = getattr(self._local, "sock", None)
         if sock is None:
             with self._lock:
                 if self._closed:
                     raise SupervisorError("client is closed")
-                sock = _new_socket(self._ctx, self.endpoint)
+                sock, watch = _new_socket(self._ctx, self.endpoint, self.keys)
                 self._sockets.append(sock)
-            self._local.sock = sock
-        return sock
+                if watch is not None:
+                    self._sockets.append(watch.monitor)
+            self._local.sock, self._local.watch = sock, watch
+        return sock, self._local.watch
 
     def _request(
         self, request: FrontRequest, wait: float | None = None, progress: ProgressCallback | None = None
@@ -388,14 +427,18 @@ class SupervisorClient:
     def _exchange(
         self, request: FrontRequest, wait: float | None, progress: ProgressCallback | None
     ) -> FrontReply:
-        sock = self._socket()
+        sock, watch = self._socket()
         wait = self.request_timeout if wait is None else wait
+        if watch is not None:
+            watch.redial(sock)
         sock.send(encode(request))
         deadline = monotonic() + wait
         while (remaining := deadline - monotonic()) > 0:
             if self._closed:  # close() from another thread: its socket may be gone under our poll
                 raise SupervisorError("client is closed")
             if not sock.poll(max(1, min(POLL_SLICE_MS, math.ceil(remaining * 1000)))):
+                if watch is not None and (failure := watch.update()) is not None:
+                    raise SupervisorAuthenticationError(failure)
                 continue
             try:
                 reply: FrontReply = decode_front_reply(sock.recv())
@@ -408,29 +451,33 @@ class SupervisorClient:
             if reply.id == request.id:
                 return reply
             # a late reply to an earlier request this thread gave up on: drop it
-        raise SupervisorUnreachableError(
-            f"no answer from the supervisor at {self.endpoint} within {wait:g} s"
-        )
+        raise _no_answer(self.endpoint, wait, watch)
 
 
 class AsyncSupervisorClient:
-    """Async client for asyncio and trio; use it as ``async with``."""
+    """Async client for asyncio and trio; use it as ``async with``. ``keys``: see the module docstring."""
 
-    def __init__(self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(
+        self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT, keys: Keys = None
+    ) -> None:
         self.endpoint = resolve_endpoint(endpoint)
+        self.keys = client_keys(keys, self.endpoint)
         self.request_timeout = request_timeout
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._sock: zmq.Socket[bytes] | None = None
+        self._watch: HandshakeWatch | None = None
         self._ids = itertools.count(1)
         self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._reading: anyio.CancelScope | None = None
 
     async def __aenter__(self) -> Self:
-        self._sock = _new_socket(self._ctx, self.endpoint)
+        self._sock, self._watch = _new_socket(self._ctx, self.endpoint, self.keys)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._read_replies)
+        if self._watch is not None:
+            self._task_group.start_soon(self._watch_handshakes, self._watch)
         return self
 
     async def __aexit__(
@@ -441,6 +488,8 @@ class AsyncSupervisorClient:
         try:
             await self._task_group.__aexit__(exc_type, exc, tb)
         finally:
+            if self._watch is not None:
+                self._watch.close()
             self._sock.close(linger=0)
             self._ctx.destroy(linger=0)
 
@@ -454,7 +503,7 @@ class AsyncSupervisorClient:
     async def watch(self) -> AsyncEventWatch:
         """A subscription to registry and state events: ``async with await sup.watch() as events``."""
         reply = _expect(await self._request(GetStatus(id=next(self._ids))), StatusReply)
-        watch = AsyncEventWatch(reply.events)
+        watch = AsyncEventWatch(reply.events, keys=False if self.keys is None else self.keys)
         await watch.join()
         return watch
 
@@ -543,6 +592,8 @@ class AsyncSupervisorClient:
         with send, receive:
             self._waiters[request.id] = send
             try:
+                if self._watch is not None:
+                    self._watch.redial(sock)
                 sock.send(encode(request), zmq.NOBLOCK)
                 self._wake_reader_if_readable()
                 with anyio.move_on_after(wait):
@@ -555,9 +606,16 @@ class AsyncSupervisorClient:
                             await notified
             finally:
                 del self._waiters[request.id]
-        raise SupervisorUnreachableError(
-            f"no answer from the supervisor at {self.endpoint} within {wait:g} s"
-        )
+        raise _no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
+
+    async def _watch_handshakes(self, watch: HandshakeWatch) -> None:
+        """A failed handshake ends every waiting request with its reason."""
+        while True:
+            if watch.update() is not None:
+                for waiter in self._waiters.values():
+                    waiter.close()
+            if not readable(watch.monitor):
+                await anyio.wait_readable(watch.fd)
 
     def _wake_reader_if_readable(self) -> None:
         # A send can consume the FD's edge while the reader waits on it.

@@ -3,6 +3,7 @@ on its own: a broken one becomes a :class:`ConfigProblem`, the rest still load; 
 :class:`ConfigError`. Messages name servers, fields and variables, never env or header values."""
 
 import difflib
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ _AT_RE = re.compile(r"(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
 _HTTP_URL_RE = re.compile(r"https?://[^/?#\s]", re.IGNORECASE)
 _GOT_RE = re.compile(r"got `([^`]*)`")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_INT_RANGE = range(-(2**63), 2**63)  # what msgpack carries; a larger integer is a typo, never a setting
 
 
 class RootEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -84,7 +86,7 @@ class SupervisorSettings(
     max_calls_in_flight: Annotated[int, msgspec.Meta(gt=0)] = 10_000
     # Replies queued for one client that does not read them; past it, replies to it are dropped (and its
     # calls in flight with them). Read when the supervisor starts.
-    max_queued_replies: Annotated[int, msgspec.Meta(gt=0)] = 1000
+    max_queued_replies: Annotated[int, msgspec.Meta(gt=0, le=2**31 - 1)] = 1000  # a ZeroMQ HWM is a C int
 
 
 @dataclass(frozen=True)
@@ -223,29 +225,46 @@ def _with_position(message: str, data: bytes) -> str:
     match = re.search(r"\(byte (\d+)\)", message)
     if match is None:
         return "unexpected end of file" if "truncated" in message else message
-    offset = int(match.group(1))
-    line, line_start = data.count(b"\n", 0, offset) + 1, data.rfind(b"\n", 0, offset) + 1
-    column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
-    return message.replace(match.group(0), f"(line {line}, column {column})")
+    return message.replace(match.group(0), f"({_position(data, int(match.group(1)))})")
 
 
 def parse_config(data: bytes, *, path: Path | None = None, environ: _Env | None = None) -> Config:
-    """Parse config file contents; ``path`` is only used in messages and in the result."""
+    """Parse config file contents; ``path`` is only used in messages and in the result.
+
+    Total: any bytes give a ``Config`` or a :class:`ConfigError` (text that is not UTF-8, nesting too
+    deep, numbers out of range included); messages escape every non-printable character."""
     env = os.environ if environ is None else environ
-    where = str(path) if path is not None else "<config>"
+    where = _escape(str(path)) if path is not None else "<config>"
     data = data.removeprefix(b"\xef\xbb\xbf")
     try:
-        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = _position(data, exc.start)
+        raise ConfigError(f"{where}: not UTF-8 text: byte 0x{data[exc.start]:02x} at {at}") from None
+    try:
+        return _parse(data, where, path, env)
+    except _Malformed as exc:
+        depth, offset = _deepest(data)
+        at = f": {depth} levels of arrays and objects, the deepest at {_position(data, offset)}"
+        at = at if str(exc) == "nested too deeply" else ""
+        raise ConfigError(f"{where}: {exc}{at}") from None
+
+
+def _parse(data: bytes, where: str, path: Path | None, env: _Env) -> Config:
+    try:
+        top = _json(data, dict[str, msgspec.Raw])
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{where}: top level must be a JSON object, got {_got(exc)}") from None
+    except _Malformed:
+        raise
     except msgspec.DecodeError as exc:
         raise ConfigError(f"{where}: not valid JSON: {_with_position(str(exc), data)}") from None
     key = "mcpServers" if "mcpServers" in top else "servers" if "servers" in top else None
     if key is None:
-        found = ", ".join(repr(k) for k in list(top)[:10]) or "none"
+        found = _escape(", ".join(repr(k) for k in list(top)[:10]) or "none")
         raise ConfigError(f'{where}: no "mcpServers" object at the top level (keys found: {found})')
     try:
-        entries = msgspec.json.decode(top[key], type=dict[str, msgspec.Raw])
+        entries = _json(top[key], dict[str, msgspec.Raw])
     except msgspec.ValidationError as exc:
         raise ConfigError(f'{where}: "{key}" must be an object of server entries, got {_got(exc)}') from None
     settings, defaults = _supervision(top.get("supervisor"), where)
@@ -255,9 +274,84 @@ def parse_config(data: bytes, *, path: Path | None = None, environ: _Env | None 
         try:
             servers[name] = _build_server(name, raw, env, defaults)
         except _Problem as exc:
-            message = f"server {name!r}: {exc}".replace("\r", "\\r").replace("\n", "\\n")
-            problems.append(ConfigProblem(server=name, message=message))
+            problems.append(ConfigProblem(server=name, message=_escape(f"server {name!r}: {exc}")))
     return Config(path=path, servers=servers, problems=problems, settings=settings, defaults=defaults)
+
+
+class _Malformed(msgspec.DecodeError):
+    """Internal: bytes msgspec cannot even skip (too deep); as ``supervisor.protocol.MalformedMessage``,
+    which this module cannot import (protocol imports config)."""
+
+
+def _json(data: bytes, type: Any = Any) -> Any:
+    """``msgspec.json.decode``, total: invalid UTF-8 and deep nesting are ``_Malformed`` (a DecodeError)."""
+    try:
+        return msgspec.json.decode(data, type=type)
+    except UnicodeDecodeError as exc:
+        raise _Malformed(f"a string is not valid UTF-8 ({exc.reason})") from None
+    except RecursionError:
+        raise _Malformed("nested too deeply") from None
+
+
+def _fields(raw: bytes, fail: Callable[[str], Exception]) -> Any:
+    """A JSON value; a number out of range (``1e999``, which msgspec will not make ``inf``) is reported
+    through ``fail`` naming the top-level field it is in."""
+    try:
+        return _json(raw)
+    except msgspec.ValidationError as exc:  # the only one decoding to Any raises: "Number out of range"
+        try:
+            fields = _json(raw, dict[str, msgspec.Raw])
+        except msgspec.ValidationError:
+            raise fail(_explain(str(exc))) from None
+        for key, value in fields.items():
+            try:
+                _json(value)
+            except msgspec.ValidationError:
+                raise fail(f"field {key!r}: number out of range") from None
+        raise fail(_explain(str(exc))) from None
+
+
+def _check_numbers(value: msgspec.Struct, fail: Callable[[str], Exception], prefix: str = "") -> None:
+    """Every float of ``value`` (and of structs in it) is finite, every int fits in 64 bits."""
+    for info in msgspec.structs.fields(value):
+        item = getattr(value, info.name)
+        name = f"{prefix}{info.encode_name}"
+        if isinstance(item, msgspec.Struct):
+            _check_numbers(item, fail, f"{name}.")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise fail(f"field {name!r}: must be a finite number of seconds, got {item}")
+        elif isinstance(item, int) and not isinstance(item, bool) and item not in _INT_RANGE:
+            raise fail(f"field {name!r}: number out of range")
+
+
+def _escape(text: str) -> str:
+    """``text`` with every non-printable character (newline, escape, ...) as its Python escape, so a
+    message never carries control characters into a log or a terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _deepest(data: bytes) -> tuple[int, int]:
+    """How deeply arrays and objects nest in JSON text, and the offset where that depth is first reached."""
+    depth = deepest = where = 0
+    in_string = escaped = False
+    for offset, byte in enumerate(data):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (byte == 0x5C, byte != 0x22)  # \ and "
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, offset
+        elif byte in b"]}":
+            depth -= 1
+    return deepest, where
+
+
+def _position(data: bytes, offset: int) -> str:
+    line, line_start = data.count(b"\n", 0, offset) + 1, data.rfind(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
+    return f"line {line}, column {column}"
 
 
 def _split_policy(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -270,11 +364,19 @@ def _supervision(raw: msgspec.Raw | None, where: str) -> tuple[SupervisorSetting
     """The top-level ``"supervisor"`` object: supervisor settings plus default policy fields."""
     if raw is None:
         return SupervisorSettings(), RestartPolicy()
+
+    def fail(text: str) -> ConfigError:
+        return ConfigError(_escape(f'{where}: "supervisor": {text}'))
+
+    data = _fields(raw, fail)
     try:
-        policy, rest = _split_policy(msgspec.json.decode(raw, type=dict[str, Any]))
-        return msgspec.convert(rest, SupervisorSettings), msgspec.convert(policy, RestartPolicy)
+        policy, rest = _split_policy(msgspec.convert(data, dict[str, Any]))
+        settings, defaults = msgspec.convert(rest, SupervisorSettings), msgspec.convert(policy, RestartPolicy)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f'{where}: "supervisor": {_explain(str(exc), SupervisorSettings)}') from None
+        raise fail(_explain(str(exc), SupervisorSettings)) from None
+    _check_numbers(settings, fail)
+    _check_numbers(defaults, fail)
+    return settings, defaults
 
 
 _NESTED: dict[str, type[msgspec.Struct]] = {"roots": RootEntry, "sampling": SamplingHook}
@@ -293,9 +395,9 @@ def _explain(message: str, struct: type[msgspec.Struct] = ServerConfig) -> str:
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
         return f"unknown field {name!r}{f' in {path}' if path else ''} ({hint})"
-    text = text.replace("`", "'")
+    text = _escape(text.replace("`", "'"))
     text = text[:1].lower() + text[1:]
-    if path:
+    if path and path != "[...]":  # "[...]": a key of a mapping msgspec does not name
         return f"field {path!r}: {text}"
     return (
         f"entry must be a JSON object, got {_got(message)}" if text.startswith("expected 'object'") else text
@@ -329,7 +431,9 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         raise _Problem("server name must not be empty")
     if len(name) > 64:
         raise _Problem("server name is longer than 64 characters")
-    entry = msgspec.json.decode(raw)
+    if not name.isprintable():
+        raise _Problem("server name must be printable: no newline, tab, escape or other control character")
+    entry = _fields(raw, _Problem)
     overrides, rest = _split_policy(entry) if isinstance(entry, dict) else ({}, entry)
     try:
         cfg = msgspec.convert(rest, ServerConfig)
@@ -340,6 +444,8 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         )
     except msgspec.ValidationError as exc:
         raise _Problem(_explain(str(exc))) from None
+    _check_numbers(cfg, _Problem)
+    _check_numbers(policy, _Problem)
     declared = _declared_transport(cfg)
     if not cfg.tool_timeout > 0:
         raise _Problem(f'"toolTimeout" must be greater than 0 seconds, got {cfg.tool_timeout}')

@@ -39,7 +39,9 @@ import zmq
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import Poller, QueueFull, TrioSocket, Unroutable, bind_publisher, bind_router
 from supervisor.config import Config, ConfigError, load_config
+from supervisor.curve import Gate
 from supervisor.keeper import Keeper
+from supervisor.keys import ServerKeys
 from supervisor.paths import default_events_endpoint, ipc_path
 from supervisor.protocol import (
     EVENT_TOPICS,
@@ -152,8 +154,11 @@ class Supervisor:
         endpoint: str,
         worker_endpoint: str,
         events_endpoint: str | None = None,
+        curve: ServerKeys | None = None,
     ) -> None:
+        """``curve``: the front and events sockets are CURVE servers letting in only allowed keys."""
         self.config = config
+        self.curve = curve
         self.endpoint = endpoint
         self.worker_endpoint = worker_endpoint
         self.events_endpoint = events_endpoint or default_events_endpoint(endpoint)
@@ -173,6 +178,7 @@ class Supervisor:
         self._front: TrioSocket | None = None
         self._link: TrioSocket | None = None
         self._events: zmq.Socket[bytes] | None = None
+        self._gate: Gate | None = None
         self._tasks: trio.Nursery | None = None  # where keepers and reloads run
         self._keeper_tasks: dict[Keeper, tuple[trio.CancelScope, trio.Event]] = {}  # scope, ended
         self._retiring: set[str] = set()  # servers a reload removed whose worker is still stopping
@@ -187,15 +193,21 @@ class Supervisor:
 
     def bind(self) -> None:
         """Bind both sockets (raises ``zmq.ZMQError`` naming the problem); ``run`` binds if not done yet."""
+        if self.curve is not None and self._gate is None:
+            self._gate = Gate(self._ctx, self.curve)  # first: with no gate, libzmq lets every key in
         if self._front is None:
             settings = self.config.settings
             self._front = bind_router(
-                self._ctx, self.endpoint, send_hwm=settings.max_queued_replies, recv_hwm=FRONT_RCVHWM
+                self._ctx,
+                self.endpoint,
+                send_hwm=settings.max_queued_replies,
+                recv_hwm=FRONT_RCVHWM,
+                curve=self.curve,
             )
         if self._link is None:
             self._link = bind_router(self._ctx, self.worker_endpoint)
         if self._events is None:
-            self._events = bind_publisher(self._ctx, self.events_endpoint)
+            self._events = bind_publisher(self._ctx, self.events_endpoint, curve=self.curve)
             self.events_endpoint = self._events.getsockopt_string(zmq.LAST_ENDPOINT)  # a port "*" resolved
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -223,6 +235,8 @@ class Supervisor:
             self._front.close()
             self._link.close()
             self._events.close(linger=0)
+            if self._gate is not None:
+                self._gate.stop()
             self._ctx.term()
             for endpoint in (self.endpoint, self.worker_endpoint, self.events_endpoint):
                 path = ipc_path(endpoint)

@@ -2,6 +2,7 @@
 
     SupervisorError                    .code, .message
      +-- SupervisorUnreachableError    no supervisor answered at the endpoint
+     |    +-- SupervisorAuthenticationError   UNAUTHENTICATED: it refused the handshake (CURVE keys)
      +-- UnknownToolError              UNKNOWN_TOOL
      +-- ServerUnavailableError        UNAVAILABLE: starting, restarting, failed or stopped
      +-- ToolTimeoutError              TIMEOUT: the budget ran out; the server was told to cancel
@@ -29,6 +30,7 @@ __all__ = [
     "OverloadedError",
     "ServerError",
     "ServerUnavailableError",
+    "SupervisorAuthenticationError",
     "SupervisorError",
     "SupervisorUnreachableError",
     "ToolExecutionError",
@@ -54,6 +56,13 @@ class SupervisorError(Exception):
 
 class SupervisorUnreachableError(SupervisorError):
     code = "UNREACHABLE"
+
+
+class SupervisorAuthenticationError(SupervisorUnreachableError):
+    """The supervisor (or something at its endpoint) refused the handshake: a CURVE key it does not
+    allow, the wrong server key, or CURVE on one side only; the message says which."""
+
+    code = "UNAUTHENTICATED"
 
 
 class UnknownToolError(SupervisorError):

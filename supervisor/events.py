@@ -13,6 +13,10 @@ The supervisor publishes on a PUB socket (its endpoint is in ``status``):
 ``ToolCache`` holds the tool list: it lists once, then applies each change as it
 arrives; when a version is missed it lists again. Reading it never asks the
 supervisor anything.
+
+Each takes ``keys`` as the client stubs do (``supervisor.keys``): on a
+``tcp://`` events endpoint the subscription is CurveZMQ, and a refused
+handshake ends ``join`` with ``SupervisorAuthenticationError``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import msgspec
 import zmq
 
 from supervisor._zmq import fd_of, readable
-from supervisor.errors import SupervisorUnreachableError
+from supervisor.curve import HandshakeWatch
+from supervisor.errors import SupervisorAuthenticationError, SupervisorUnreachableError
+from supervisor.keys import Keys, client_keys, needs_curve
 from supervisor.paths import ipc_path
 from supervisor.protocol import (
     Event,
@@ -42,22 +48,37 @@ __all__ = ["AsyncEventWatch", "EventWatch", "ToolCache"]
 
 PublicEvent = RegistryChanged | StateChanged
 JOIN_TIMEOUT: Final = 5.0  # seconds for a subscription to see its first event (beacons come every second)
+JOIN_SLICE: Final = 0.1  # seconds between looks at the handshakes while joining
 
 
-def _subscriber(ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> zmq.Socket[bytes]:
+def _subscriber(
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, keys: Keys
+) -> tuple[zmq.Socket[bytes], HandshakeWatch | None]:
     path = ipc_path(endpoint)
     if path is not None and not path.exists():
         raise SupervisorUnreachableError(f"no events at {endpoint}: {path} does not exist")
+    curve = client_keys(keys, endpoint)
     sock = ctx.socket(zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
     sock.setsockopt(zmq.SUBSCRIBE, b"")
+    if curve is not None:
+        curve.connect(sock)
+    watch = HandshakeWatch(sock, endpoint, curve) if needs_curve(endpoint) else None
     try:
         sock.connect(endpoint)
     except zmq.ZMQError as exc:
+        if watch is not None:
+            watch.close()
         sock.close(linger=0)
         raise SupervisorUnreachableError(f"cannot connect to {endpoint!r}: {exc}") from exc
-    return sock
+    return sock, watch
+
+
+def _not_joined(endpoint: str, timeout: float, watch: HandshakeWatch | None) -> SupervisorUnreachableError:
+    if watch is not None and watch.failure is not None:
+        return SupervisorAuthenticationError(watch.failure)
+    return SupervisorUnreachableError(f"no events from {endpoint} within {timeout:g} s")
 
 
 def _decode(frames: list[bytes]) -> Event | None:
@@ -70,10 +91,10 @@ def _decode(frames: list[bytes]) -> Event | None:
 class EventWatch:
     """Events as they come (blocking): ``for event in watch`` or ``watch.next(timeout)``."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, *, keys: Keys = None) -> None:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self._sock = _subscriber(self._ctx, endpoint)
+        self._sock, self._watch = _subscriber(self._ctx, endpoint, keys)
         self._early: list[Event] = []
 
     def __enter__(self) -> Self:
@@ -84,14 +105,18 @@ class EventWatch:
 
     def join(self, timeout: float = JOIN_TIMEOUT) -> None:
         """Wait until the subscription is live (the first event, at most a beacon interval away)."""
-        event = self.next_any(timeout)
-        if event is None:
-            self.close()
-            raise SupervisorUnreachableError(f"no events from {self.endpoint} within {timeout:g} s")
+        deadline = monotonic() + timeout
+        while (event := self.next_any(min(JOIN_SLICE, max(0.0, deadline - monotonic())))) is None:
+            refused = self._watch is not None and self._watch.update() is not None
+            if refused or monotonic() >= deadline:
+                self.close()
+                raise _not_joined(self.endpoint, timeout, self._watch)
         if not isinstance(event, RegistryVersion):
             self._early.append(event)
 
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
         self._sock.close(linger=0)
         self._ctx.destroy(linger=0)
 
@@ -125,21 +150,33 @@ class EventWatch:
 class AsyncEventWatch:
     """Events as they come, for asyncio and trio: ``async for event in watch``."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, *, keys: Keys = None) -> None:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self._sock = _subscriber(self._ctx, endpoint)
+        self._sock, self._watch = _subscriber(self._ctx, endpoint, keys)
         self._early: list[PublicEvent] = []
 
     async def join(self, timeout: float = JOIN_TIMEOUT) -> None:
         """Wait until the subscription is live (the first event, at most a beacon interval away)."""
         with anyio.move_on_after(timeout):
-            event = await self._next_any()
-            if isinstance(event, (RegistryChanged, StateChanged)):
-                self._early.append(event)
-            return
+            async with anyio.create_task_group() as joining:
+                if self._watch is not None:
+                    joining.start_soon(self._wait_refused, self._watch, joining.cancel_scope)
+                event = await self._next_any()
+                if isinstance(event, (RegistryChanged, StateChanged)):
+                    self._early.append(event)
+                joining.cancel_scope.cancel()
+                return
         self.close()
-        raise SupervisorUnreachableError(f"no events from {self.endpoint} within {timeout:g} s")
+        raise _not_joined(self.endpoint, timeout, self._watch)
+
+    @staticmethod
+    async def _wait_refused(watch: HandshakeWatch, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` (the join) when a handshake fails."""
+        while watch.update() is None:
+            if not readable(watch.monitor):
+                await anyio.wait_readable(watch.fd)
+        scope.cancel()
 
     async def _next_any(self) -> Event:
         fd = fd_of(self._sock)
@@ -161,6 +198,8 @@ class AsyncEventWatch:
         self.close()
 
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
         self._sock.close(linger=0)
         self._ctx.destroy(linger=0)
 
@@ -183,8 +222,10 @@ class ToolCache:
     lists again only when a version was missed. Made by ``SupervisorClient.tool_cache()``.
     """
 
-    def __init__(self, endpoint: str, list_tools: Callable[[], tuple[list[ToolInfo], int]]) -> None:
-        self._watch = EventWatch(endpoint)
+    def __init__(
+        self, endpoint: str, list_tools: Callable[[], tuple[list[ToolInfo], int]], *, keys: Keys = None
+    ) -> None:
+        self._watch = EventWatch(endpoint, keys=keys)
         self._list_tools = list_tools
         self._lock = threading.Lock()
         self._tools: dict[str, ToolInfo] = {}

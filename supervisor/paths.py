@@ -4,7 +4,9 @@
 for the client stub. Without it the front socket is
 ``ipc://$XDG_RUNTIME_DIR/mcp-supervisor/supervisor.sock``, or
 ``ipc:///tmp/mcp-supervisor-$UID/supervisor.sock`` when there is no
-``XDG_RUNTIME_DIR``.
+``XDG_RUNTIME_DIR``. The directory of any ``ipc://`` endpoint the supervisor
+binds must be private: created with mode 0700, or refused when other users can
+write to it (they could replace the socket with their own).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 __all__ = [
     "ENDPOINT_ENV",
+    "claim_ipc_dir",
     "default_endpoint",
     "default_events_endpoint",
     "ensure_runtime_dir",
@@ -45,6 +48,22 @@ def ensure_runtime_dir(path: Path) -> Path:
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+def claim_ipc_dir(directory: Path) -> Path:
+    """A directory to bind ``ipc://`` sockets in: created (with its parents) mode 0700 when missing;
+    raises ``PermissionError`` naming it when another user owns it or can write to it."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = directory.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid not in (os.getuid(), 0):
+        raise PermissionError(f"directory {directory} belongs to another user (uid {info.st_uid})")
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PermissionError(
+            f"directory {directory} is writable by other users (mode {mode:04o}), who could replace "
+            "the socket with their own"
+        )
+    return directory
 
 
 def default_endpoint(environ: Mapping[str, str] | None = None) -> str:

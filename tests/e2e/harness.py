@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -115,9 +115,13 @@ class SupervisorProcess:
         endpoint: str | None = None,
         env: dict[str, str] | None = None,
         settings: dict[str, Any] | None = None,
+        keys: Path | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         """Start it; ``{state}`` in a server's env values becomes a fresh directory (``state_dir``);
-        ``settings`` is the config's top-level ``"supervisor"`` object."""
+        ``settings`` is the config's top-level ``"supervisor"`` object; ``keys`` is a CURVE key
+        directory for ``run --keys`` and the harness's client (without: a plain client); ``args``
+        go to ``run`` as they are (e.g. ``--insecure``)."""
         self.tmp = tmp
         self.state_dir = tmp / "state"
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -139,13 +143,15 @@ class SupervisorProcess:
                 self.endpoint,
                 "--log-level",
                 log_level,
+                *(["--keys", str(keys)] if keys is not None else []),
+                *args,
             ],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {}), "XDG_RUNTIME_DIR": str(tmp)},  # worker socket in tmp too
         )
-        self.client = SupervisorClient(self.endpoint, request_timeout=5.0)
+        self.client = SupervisorClient(self.endpoint, request_timeout=5.0, keys=keys or False)
 
     @property
     def worker_endpoint(self) -> str:

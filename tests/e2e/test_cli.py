@@ -157,5 +157,5 @@ def test_bad_endpoints_are_clear_errors_not_hangs() -> None:
     status = cli("status", endpoint="not-an-endpoint")
     assert status.returncode == 3 and "cannot connect to 'not-an-endpoint'" in status.stderr
     config = Path(__file__).resolve().parents[2] / "config" / "mcp.json"
-    run = cli("run", str(config), endpoint="tcp://999.1.1.1:1")
+    run = cli("run", str(config), "--insecure", endpoint="tcp://999.1.1.1:1")
     assert run.returncode == 1 and "cannot listen on tcp://999.1.1.1:1" in run.stderr
