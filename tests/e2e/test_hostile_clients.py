@@ -84,6 +84,11 @@ MALFORMED: dict[str, tuple[bytes, int]] = {
     "not msgpack": (b"\xc1 this is not msgpack", 0),
     "a string for a number": (mp({"type": "Ping", "id": "eleven"}), 0),
     "a float for the id": (mp({"type": "Ping", "id": 1.5}), 0),
+    # Not a request, so its id is looked for: the old salvage decoded everything and met the bad string.
+    "a wrong field, then invalid UTF-8": (
+        mp_map((mp("type"), mp("Ping")), (mp("id"), mp("x")), (mp("note"), mp_str(BAD_UTF8))),
+        0,
+    ),
     "a map key that is not a string": (
         mp_map((mp("type"), mp("Ping")), (mp("id"), mp(12)), (mp(3), mp(1))),
         0,
