@@ -179,6 +179,17 @@ class SupervisorProcess:
 
         return poll(f"server states {states or 'all ready'}", check, timeout)  # type: ignore[no-any-return]
 
+    def wait_tools(self, *names: str, timeout: float = START_TIMEOUT) -> None:
+        """Wait until every named tool is in the registry: a server may add tools after it is ready
+        (server-everything registers those that depend on the client's capabilities just after the
+        handshake, and announces them)."""
+
+        def check() -> bool:
+            listed = {tool.name for tool in self.client.list_tools()}
+            return all(name in listed for name in names)
+
+        poll(f"tools {', '.join(names)} to be registered", check, timeout)
+
     def stop(self, sig: signal.Signals = signal.SIGINT) -> int:
         """Signal the supervisor and wait (bounded) for it to exit; safe to call again."""
         if self._log.closed:

@@ -31,6 +31,9 @@ print(json.dumps({"role": "assistant", "model": "test-sampler", "content": conte
 """
 
 
+CONDITIONAL = ("get-roots-list", "trigger-elicitation-request", "trigger-sampling-request")
+
+
 @pytest.fixture(scope="module")
 def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
     """server-everything as ``ev_stdio``, ``ev_sse`` and ``ev_http`` (roots and a sampling program
@@ -57,6 +60,9 @@ def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorP
     )
     try:
         sup.wait_states()
+        # the tools that depend on what a client offers come just after the handshake
+        conditional = [f"mcp_ev_{transport}_{tool}" for transport in TRANSPORTS for tool in CONDITIONAL]
+        sup.wait_tools("mcp_bare_trigger-elicitation-request", *conditional)
         yield sup
     finally:
         sup.stop()

@@ -75,6 +75,7 @@ def test_url_elicitation_is_always_declined(start_supervisor: Start) -> None:
         "elicitation": "defaults",
     }
     sup = start_supervisor({"ev": everything})
+    sup.wait_tools("mcp_ev_trigger-url-elicitation")
     answer = sup.client.call_tool("mcp_ev_trigger-url-elicitation", {"url": "https://example.com/login"})
     assert "decline" in answer.text
     assert (
