@@ -16,6 +16,7 @@ __all__ = [
     "FRONT_TAGS",
     "deep",
     "front_like",
+    "json_values",
     "mp",
     "mp_array",
     "mp_map",
@@ -109,3 +110,16 @@ def front_like(draw: st.DrawFn) -> bytes:
     position = draw(st.integers(0, len(fields)))
     fields.insert(position, (mp("type"), mp(tag)))
     return mp_map(*fields)
+
+
+def json_values(max_leaves: int = 10) -> st.SearchStrategy[object]:
+    """Any JSON value (finite numbers, short strings, small arrays and objects)."""
+    return st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+        max_leaves=max_leaves,
+    )

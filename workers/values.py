@@ -30,6 +30,7 @@ MAX_ARGUMENT_DEPTH: Final = 64  # levels of objects and arrays in arguments (the
 
 _decode_msgpack = total_decoder(msgspec.msgpack.Decoder().decode)
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
+_INT_RANGE: Final = range(-(2**63), 2**64)  # what msgpack (the wire to the supervisor) can carry
 
 
 class InvalidArguments(Exception):
@@ -53,7 +54,8 @@ def json_problem(value: Any, max_depth: int, name: str) -> str | None:
     """Why ``value`` (called ``name``) is not a JSON value nested at most ``max_depth`` levels, or None.
 
     Objects must have string keys; a value is an object (dict), an array (list), a string, a finite
-    number, a boolean or null. The walk keeps its own stack, so any depth is safe to check.
+    number (an integer within 64 bits, as msgpack carries them), a boolean or null. The walk keeps its
+    own stack, so any depth is safe to check.
     """
     if type(value) not in (dict, list):
         return _scalar_problem(value, name)
@@ -73,6 +75,8 @@ def json_problem(value: Any, max_depth: int, name: str) -> str | None:
         for key, item in pairs:
             kind = type(item)
             if kind in _SCALARS:
+                if kind is int and item not in _INT_RANGE:
+                    return f"{where}/{key}: the integer {item} does not fit in 64 bits"
                 continue
             if kind is dict or kind is list:
                 stack.append((item, depth + 1, f"{where}/{key}"))
@@ -83,6 +87,8 @@ def json_problem(value: Any, max_depth: int, name: str) -> str | None:
 
 def _scalar_problem(value: Any, where: str) -> str | None:
     kind = type(value)
+    if kind is int and value not in _INT_RANGE:
+        return f"{where}: the integer {value} does not fit in 64 bits"
     if kind in _SCALARS or (kind is float and math.isfinite(value)):
         return None
     if kind is float:

@@ -616,6 +616,9 @@ class Worker:
             return self._fail(call, code, f"{what}: {exc} (JSON-RPC error {exc.code})")
         except (ValidationError, InvalidResult) as exc:
             return self._fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {exc}")
+        except OverflowError:  # msgspec, encoding what the server sent for the supervisor
+            why = "an integer that does not fit in 64 bits (the wire carries no larger)"
+            return self._fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {why}")
         except httpx2.HTTPError as exc:
             return self._fail(call, "SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
         except Exception as exc:  # boundary: one request's failure must not end the worker

@@ -61,6 +61,17 @@ BAD_TOOLS: list[tuple[Any, str]] = [  # (entry, what the warning says); each lis
     ({"description": "no name"}, "tools/list entry 9 left out: it has no name"),
     ({"name": 7}, "tools/list entry 10 left out: its name is int, not a string"),
     ({"name": "echo", "description": "again"}, "server 'h' tool 'echo' listed twice; keeping the first"),
+    # JSON allows any integer; the wire to the supervisor (msgpack) does not. It ended the worker.
+    (
+        {"name": "huge", "inputSchema": {"type": "object", "properties": {"n": {"maximum": 2**70}}}},
+        "tools/list entry 12 ('huge') left out: its fields/inputSchema/properties/n/maximum: the integer "
+        "1180591620717411303424 does not fit in 64 bits",
+    ),
+    (
+        {"name": "hugeout", "outputSchema": {"type": "object", "x": -(2**64)}},
+        "tools/list entry 13 ('hugeout') left out: its fields/outputSchema/x: the integer "
+        "-18446744073709551616 does not fit in 64 bits",
+    ),
 ]
 
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from supervisor.registry import schema_problem
 from tests.e2e.harness import SupervisorProcess, poll
 from tests.e2e.test_listing import CONTROL, deep_schema, hostile
+from tests.hostile import json_values
 from tests.unit.test_listing import served_schema
 from workers.listing import MAX_ENTRY_DEPTH
 from workers.values import json_problem
@@ -30,15 +31,7 @@ from workers.values import json_problem
 pytestmark = pytest.mark.e2e
 
 RELIST_TIMEOUT = 20.0  # seconds for a list_changed to reach the registry
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=10,
-)
+JSON = json_values(max_leaves=10)
 PROPERTY = st.sampled_from([{"type": "string"}, {"type": "integer", "minimum": 0}, {"type": "nope"}, {}, 5])
 SCHEMAS = st.one_of(
     JSON,
@@ -85,15 +78,12 @@ def fuzz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SupervisorP
 
 def usable(entries: list[Any]) -> set[str]:
     """The names of the tools the module's rules serve (``workers.listing``), said again."""
-    firsts: dict[str, Any] = {}
+    firsts: dict[str, Any] = {}  # an entry left out as a whole (too deep, not JSON) claims no name
     for entry in entries:
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]:
+        named = isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]
+        if named and json_problem(entry, MAX_ENTRY_DEPTH, "x") is None:
             firsts.setdefault(entry["name"], entry)
-    return {
-        name
-        for name, entry in firsts.items()
-        if json_problem(entry, MAX_ENTRY_DEPTH, "x") is None and schema_problem(served_schema(entry)) is None
-    }
+    return {name for name, entry in firsts.items() if schema_problem(served_schema(entry)) is None}
 
 
 examples = itertools.count()

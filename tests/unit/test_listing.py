@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from mcp_types import Prompt
 
 from supervisor.registry import schema_problem
+from tests.hostile import json_values
 from workers.listing import (
     MAX_LIST_PAGES,
     NO_ARGUMENTS,
@@ -214,15 +215,7 @@ async def test_prompts_that_do_not_fit_the_model_are_left_out(caplog: pytest.Log
     ]
 
 
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=12,
-)
+JSON = json_values(max_leaves=12)
 SCHEMAS = st.one_of(
     JSON,
     st.fixed_dictionaries(

@@ -114,3 +114,11 @@ def test_the_depth_check_does_not_recurse() -> None:
         deep = [deep]
     assert json_problem(deep, 200_000, "x") is None
     assert json_problem(deep, 64, "x") == "x are nested deeper than 64 levels"
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**30])
+def test_an_integer_past_64_bits_is_not_a_value_the_wire_carries(value: int) -> None:
+    why = f"the integer {value} does not fit in 64 bits"
+    assert json_problem({"a": [value]}, 10, "entry") == f"entry/a/0: {why}"
+    assert json_problem(value, 10, "entry") == f"entry: {why}"
+    assert json_problem({"a": [2**64 - 1, -(2**63)]}, 10, "entry") is None
