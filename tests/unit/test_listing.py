@@ -15,6 +15,7 @@ from mcp_types import Prompt
 from supervisor.registry import schema_problem
 from tests.hostile import json_values
 from workers.listing import (
+    MAX_ENTRY_DEPTH,
     MAX_LIST_PAGES,
     NO_ARGUMENTS,
     ListingFailed,
@@ -24,6 +25,7 @@ from workers.listing import (
     list_tools,
     models_of,
 )
+from workers.values import json_problem
 
 OBJECT = {"type": "object", "properties": {"x": {"type": "string"}}}
 DEEP: list[Any] = []
@@ -251,7 +253,14 @@ async def test_any_page_of_entries_gives_the_usable_tools_and_nothing_else(entri
     for tool in tools:
         assert schema_problem(tool.input_schema) is None
         assert isinstance(tool.description, str)
-    named = [e for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str) and e["name"]]
+    named = [  # an entry left out as a whole (too deep, an integer past 64 bits) claims no name
+        e
+        for e in entries
+        if isinstance(e, dict)
+        and isinstance(e.get("name"), str)
+        and e["name"]
+        and json_problem(e, MAX_ENTRY_DEPTH, "x") is None
+    ]
     firsts = {entry["name"]: entry for entry in reversed(named)}
     assert set(names) == {
         name for name, entry in firsts.items() if schema_problem(served_schema(entry)) is None
