@@ -186,7 +186,7 @@ class Supervisor:
         self._next_reload: list[tuple[bytes, int]] | None = None  # who waits for the reload not yet begun
         self._clients: dict[bytes, Client] = {}  # front peers with requests in flight
         self._held = 0  # requests in flight from every client, toward maxCallsInFlight
-        self.stats = FrontStats()  # what the front door refused or dropped, since the start
+        self.stats = FrontStats()  # what the front door refused or dropped since the start (counts only)
         self._repeats = Repeats(log)  # timeouts, overloads, malformed frames: a few lines a second
 
     # ------------------------------------------------------------- running
@@ -410,8 +410,8 @@ class Supervisor:
                 self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
             case GetStatus(id=id):
                 rows = [keeper.status() for keeper in self.keepers.values()]
-                self.stats.clients, self.stats.in_flight = len(self._clients), self._held
-                reply = StatusReply(id=id, servers=rows, events=self.events_endpoint, front=self.stats)
+                front = msgspec.structs.replace(self.stats, clients=len(self._clients), in_flight=self._held)
+                reply = StatusReply(id=id, servers=rows, events=self.events_endpoint, front=front)
                 self._reply(caller, reply)
             case Restart(id=id, server=server) | Stop(id=id, server=server) | Start(id=id, server=server):
                 self._operate(caller, request, id, server)
