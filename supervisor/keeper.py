@@ -37,16 +37,14 @@ import msgspec
 import trio
 
 from supervisor._process import kill_adopted, kill_group
+from supervisor.boot import STOP_LINE, WorkerBoot, WorkerExit
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.policy import RestartTracker
 from supervisor.protocol import (
     HEARTBEAT,
-    STOP_LINE,
     Ready,
     ServerStatus,
     ToolsChanged,
-    WorkerBoot,
-    WorkerExit,
     WorkerState,
 )
 from supervisor.spawn import WorkerProcess

@@ -89,9 +89,9 @@ from pydantic import ValidationError
 from supervisor import __version__
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
+from supervisor.boot import STOP_LINE, WorkerBoot, WorkerExit, decode_worker_boot
 from supervisor.protocol import (
     HEARTBEAT,
-    STOP_LINE,
     ErrorCode,
     Fetch,
     Heartbeat,
@@ -103,10 +103,7 @@ from supervisor.protocol import (
     Started,
     ToolResult,
     ToolsChanged,
-    WorkerBoot,
-    WorkerExit,
     WorkerTool,
-    decode_worker_boot,
     decode_worker_command,
     encode,
     salvage_call,

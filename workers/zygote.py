@@ -36,7 +36,7 @@ import traceback
 from typing import Final, NoReturn
 
 from supervisor._process import set_process_name
-from supervisor.protocol import WorkerExit
+from supervisor.boot import WorkerExit
 
 __all__ = ["PRELOAD", "ZYGOTE_FD", "main"]
 

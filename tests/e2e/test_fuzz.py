@@ -28,6 +28,7 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from supervisor.boot import WorkerBoot, WorkerExit
 from supervisor.config import parse_config
 from supervisor.protocol import (
     HEARTBEAT,
@@ -40,8 +41,6 @@ from supervisor.protocol import (
     Ping,
     Ready,
     ToolResult,
-    WorkerBoot,
-    WorkerExit,
     decode_worker_event,
     encode,
 )

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from supervisor.boot import decode_worker_boot
 from supervisor.core import _salvage_id
 from supervisor.protocol import (
     MalformedMessage,
     decode_event,
     decode_front_reply,
     decode_front_request,
-    decode_worker_boot,
     decode_worker_command,
     decode_worker_event,
 )

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from supervisor.boot import WorkerBoot
 from supervisor.config import ServerSpec
 from supervisor.protocol import (
     ERROR_CODES,
@@ -44,7 +45,6 @@ from supervisor.protocol import (
     ToolInfo,
     ToolList,
     ToolResult,
-    WorkerBoot,
     WorkerTool,
     decode_front_reply,
     decode_front_request,

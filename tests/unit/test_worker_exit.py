@@ -11,8 +11,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from supervisor.boot import WorkerBoot, WorkerExit
 from supervisor.config import ServerSpec
-from supervisor.protocol import WorkerBoot, WorkerExit
 from supervisor.worker_log import WorkerLog
 
 # A worker whose run() has a bug: the exception escapes trio.run.

@@ -1,0 +1,192 @@
+"""The front link: agents and the CLI (a DEALER) talk to the supervisor's ROUTER.
+
+Requests are ``FrontRequest``; each gets exactly one terminal ``FrontReply`` carrying the caller's
+``id`` (a ``CallTool`` that asked for progress may first get ``CallProgress`` replies, which are not
+terminal). Tool arguments and results are carried as ``msgspec.Raw``: the supervisor routes on names,
+ids and budgets and never decodes a payload it only relays.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from supervisor.protocol.codec import _Message, total_decoder
+from supervisor.protocol.payloads import FrontStats, ReloadSummary, ServerFailure, ServerStatus, ToolInfo
+
+
+class ListTools(_Message):
+    id: int
+
+
+class CallTool(_Message):
+    """Call a prefixed tool; ``timeout`` is a relative budget in seconds (None: the server's toolTimeout).
+
+    With ``progress``, the caller also gets the server's progress notifications as ``CallProgress``
+    replies (coalesced, never after the terminal reply); without it, none.
+    """
+
+    id: int
+    name: str
+    arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
+    timeout: float | None = None
+    progress: bool = False
+
+
+class GetStatus(_Message):
+    id: int
+
+
+class Restart(_Message):
+    id: int
+    server: str
+
+
+class Stop(_Message):
+    """Stop a server's worker and keep it stopped until Start or Restart."""
+
+    id: int
+    server: str
+
+
+class Start(_Message):
+    """Start a stopped or failed server (a running one is left alone)."""
+
+    id: int
+    server: str
+
+
+class Ping(_Message):
+    id: int
+
+
+class ListResources(_Message):
+    """List resources of ``server``, or of every ready server; ``timeout`` as for ``CallTool``."""
+
+    id: int
+    server: str | None = None
+    timeout: float | None = None
+
+
+class ListResourceTemplates(_Message):
+    id: int
+    server: str | None = None
+    timeout: float | None = None
+
+
+class ListPrompts(_Message):
+    id: int
+    server: str | None = None
+    timeout: float | None = None
+
+
+class ReadResource(_Message):
+    """Read ``uri`` from ``server``; answered with a ``CallResult`` holding a ``ResourceResult``."""
+
+    id: int
+    server: str
+    uri: str
+    timeout: float | None = None
+
+
+class GetPrompt(_Message):
+    """Get a prompt by its prefixed name, or by the server's own name when ``server`` is given.
+
+    Answered with a ``CallResult`` holding a ``PromptResult``; ``arguments`` is a msgpack map of strings.
+    """
+
+    id: int
+    name: str
+    arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
+    server: str | None = None
+    timeout: float | None = None
+
+
+class Reload(_Message):
+    """Re-read the config file the supervisor was started with and apply the differences."""
+
+    id: int
+
+
+FrontRequest = (
+    ListTools
+    | CallTool
+    | GetStatus
+    | Restart
+    | Stop
+    | Start
+    | Ping
+    | ListResources
+    | ListResourceTemplates
+    | ListPrompts
+    | ReadResource
+    | GetPrompt
+    | Reload
+)
+
+
+# --------------------------------------------------------------- front replies
+
+
+class ToolList(_Message):
+    id: int
+    tools: list[ToolInfo]
+    version: int = 0
+
+
+class CallResult(_Message):
+    id: int
+    result: (
+        msgspec.Raw
+    )  # an encoded ToolResult (ResourceResult, PromptResult), relayed untouched from the worker
+
+
+class StatusReply(_Message):
+    id: int
+    servers: list[ServerStatus]
+    events: str = ""  # the PUB endpoint of registry and state events
+    front: FrontStats | None = None  # None from a supervisor older than the figures
+
+
+class Done(_Message):
+    id: int
+
+
+class ErrorReply(_Message):
+    id: int
+    code: str  # one of ERROR_CODES; a str so a newer supervisor's code still decodes
+    message: str
+
+
+class Listing(_Message):
+    """The answer to a List* request: one part per server that answered, each an encoded
+    list of ``ResourceInfo``, ``ResourceTemplateInfo`` or ``PromptInfo`` relayed untouched;
+    ``failures`` names the ready servers that did not answer (aggregated listings only)."""
+
+    id: int
+    parts: list[msgspec.Raw] = []
+    failures: list[ServerFailure] = []
+
+
+class Reloaded(_Message):
+    id: int
+    summary: ReloadSummary
+
+
+class CallProgress(_Message):
+    """Not a terminal reply: a progress notification for a ``CallTool`` that asked for them.
+
+    Any number may precede the call's one terminal reply (``CallResult`` or ``ErrorReply``); none follow it.
+    """
+
+    id: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Listing | Reloaded | CallProgress
+
+_front_request = msgspec.msgpack.Decoder(FrontRequest)
+_front_reply = msgspec.msgpack.Decoder(FrontReply)
+decode_front_request = total_decoder(_front_request.decode)
+decode_front_reply = total_decoder(_front_reply.decode)

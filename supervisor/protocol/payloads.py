@@ -1,0 +1,149 @@
+"""What the front link's replies and the events carry: tools, results, resources, prompts, status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from supervisor.protocol.codec import WorkerState
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool call's outcome as the worker encodes it and the client decodes it.
+
+    ``content`` keeps every MCP content item as the server sent it (text, image,
+    audio, resource_link, resource), in its JSON shape.
+    """
+
+    content: list[dict[str, Any]] = []
+    structured_content: Any = None
+    is_error: bool = False
+    text: str = ""
+
+
+class ToolInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A registry entry as agents see it."""
+
+    name: str
+    server: str
+    original_name: str
+    description: str = ""
+    input_schema: dict[str, Any] = {}
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class WorkerTool(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool as the MCP server listed it, before prefixing."""
+
+    name: str
+    description: str = ""
+    input_schema: Any = None
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A resource as its server listed it; resources are addressed by ``server`` and ``uri``."""
+
+    server: str
+    uri: str
+    name: str = ""
+    title: str | None = None
+    description: str = ""
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class ResourceTemplateInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A resource template (an RFC 6570 ``uri_template``) as its server listed it."""
+
+    server: str
+    uri_template: str
+    name: str = ""
+    title: str | None = None
+    description: str = ""
+    mime_type: str | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class PromptInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A prompt under its prefixed name (``mcp_{server}_{prompt}``, as tools are named).
+
+    ``arguments`` are the server's ``PromptArgument`` objects in their JSON shape
+    (``name``, ``description``, ``required``, ``title``); their values are strings.
+    """
+
+    name: str
+    server: str
+    original_name: str
+    title: str | None = None
+    description: str = ""
+    arguments: list[dict[str, Any]] = []
+
+
+class ResourceResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What ``resources/read`` returned: every item of ``contents`` in its JSON shape
+    (``uri``, ``mimeType``, and ``text`` or base64 ``blob``); ``text`` joins the text items
+    (a blob shows as a ``[blob ...]`` line)."""
+
+    contents: list[dict[str, Any]] = []
+    text: str = ""
+
+
+class PromptResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What ``prompts/get`` returned: ``messages`` (``role`` and ``content``) in their JSON shape;
+    ``text`` renders them as ``role: text`` lines."""
+
+    description: str = ""
+    messages: list[dict[str, Any]] = []
+    text: str = ""
+
+
+class ServerFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """A server left out of an aggregated listing, and why (an error code and message)."""
+
+    server: str
+    code: str
+    message: str
+
+
+class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of ``status``."""
+
+    server: str
+    state: WorkerState
+    worker_pid: int | None = None
+    server_pid: int | None = None
+    restarts: int = 0
+    tools: int = 0
+    last_error: str | None = None
+    transport: str = "stdio"
+    next_restart_in: float | None = None
+
+
+class FrontStats(msgspec.Struct, kw_only=True):
+    """The front door's figures, in ``status``: requests in flight now, and what was refused or dropped
+    since the supervisor started (see the README's Reliability section)."""
+
+    clients: int = 0  # clients with requests in flight
+    in_flight: int = 0  # their requests in flight (calls, resources and prompts requests)
+    overloaded: int = 0  # requests answered OVERLOADED (maxCallsPerClient, maxCallsInFlight)
+    malformed: int = 0  # front messages that were not requests (answered BAD_REQUEST, or dropped)
+    dropped_replies: int = 0  # replies to clients that do not read theirs (maxQueuedReplies)
+    dropped_calls: int = 0  # requests in flight of those clients, forgotten with them
+
+
+class ReloadSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reload did: server names by outcome, and the top-level settings that changed (applied)."""
+
+    config: str = ""  # the file that was read
+    added: list[str] = []  # started
+    removed: list[str] = []  # stopped and forgotten
+    changed: list[str] = []  # restarted with their new spec (stopped if now disabled)
+    unchanged: list[str] = []  # not touched
+    settings: list[str] = []  # "supervisor" keys whose value changed, as spelled in the file

@@ -1,0 +1,40 @@
+"""Which modules a module loads: the wire format and the client stay light for agents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _loaded_by(module: str) -> set[str]:
+    """Every module a fresh interpreter has loaded after importing ``module`` (and not before)."""
+    script = (
+        "import sys; before = set(sys.modules); "
+        f"import {module}; "
+        "print('\\n'.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(out.stdout.split())
+
+
+def test_the_protocol_package_loads_nothing_of_the_project_but_itself() -> None:
+    loaded = _loaded_by("supervisor.protocol")
+    project = {name for name in loaded if name.split(".")[0] in ("supervisor", "workers")}
+    assert project == {
+        name for name in project if name == "supervisor" or name.startswith("supervisor.protocol")
+    }
+    assert "msgspec" in loaded
+
+
+def test_the_protocol_package_needs_nothing_beyond_the_standard_library_and_msgspec() -> None:
+    beyond_msgspec = _loaded_by("supervisor.protocol") - _loaded_by("msgspec")
+    stdlib = set(sys.stdlib_module_names)
+    assert {name.split(".")[0] for name in beyond_msgspec} - stdlib == {"supervisor"}
+
+
+def test_importing_the_client_loads_no_config_parsing_and_no_worker_code() -> None:
+    loaded = _loaded_by("supervisor.client")
+    assert "supervisor.config" not in loaded
+    assert not any(name.split(".")[0] == "workers" for name in loaded)
