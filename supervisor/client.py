@@ -77,6 +77,7 @@ from supervisor.protocol import (
     ListResourceTemplates,
     ListTools,
     Ping,
+    ProgressCallback,
     PromptInfo,
     PromptResult,
     ReadResource,
@@ -124,9 +125,6 @@ CALL_WAIT_WITHOUT_TIMEOUT: Final = (
 )
 RELOAD_WAIT: Final = 30.0  # seconds for a reload: removed servers' workers get up to 10 s each to stop
 REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client stops waiting
-
-ProgressCallback = Callable[[float, float | None, str | None], object]
-"""``fn(progress, total, message)``; for ``AsyncSupervisorClient`` it may also be a coroutine function."""
 
 _decode_result = msgspec.msgpack.Decoder(ToolResult).decode
 _encode_arguments = msgspec.msgpack.Encoder().encode

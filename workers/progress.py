@@ -17,22 +17,21 @@ closed (the call has its result).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 import trio
+
+from supervisor.protocol import ProgressCallback
 
 __all__ = ["PROGRESS_INTERVAL", "ProgressRelay"]
 
 PROGRESS_INTERVAL: Final = 0.1  # seconds between two notifications to the caller: at most 10 a second a call
 
-Send = Callable[[float, float | None, str | None], None]
-
 
 class ProgressRelay:
     """Hands ``send`` at most one notification per ``interval``, the latest."""
 
-    def __init__(self, send: Send, interval: float = PROGRESS_INTERVAL) -> None:
+    def __init__(self, send: ProgressCallback, interval: float = PROGRESS_INTERVAL) -> None:
         self._send = send
         self.interval = interval
         self._held: tuple[float, float | None, str | None] | None = None

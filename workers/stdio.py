@@ -50,10 +50,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from supervisor._process import kill_adopted, kill_group
-from supervisor.protocol import total_decoder
+from supervisor.protocol import ProgressCallback, total_decoder
 from workers.ratelimit import RateLimit
 
-__all__ = ["CommandNotFound", "Progress", "StdioServer"]
+__all__ = ["CommandNotFound", "StdioServer"]
 
 log = logging.getLogger("mcp_supervisor.worker.stdio")
 
@@ -102,14 +102,11 @@ class _Pending:
 
     __slots__ = ("answered", "error", "progress", "result")
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: ProgressCallback | None) -> None:
         self.progress = progress  # its progress callback; its id is the progress token
         self.answered = trio.Event()
         self.result = _ABSENT
         self.error: MCPError | None = None
-
-
-Progress = Callable[[float, float | None, str | None], None]  # progress, total, message
 
 
 class CommandNotFound(Exception):
@@ -168,7 +165,7 @@ class StdioServer:
         return self.process.returncode if self.process is not None else None
 
     async def request(
-        self, method: str, params: dict[str, Any], progress: Progress | None = None
+        self, method: str, params: dict[str, Any], progress: ProgressCallback | None = None
     ) -> msgspec.Raw:
         """Send a request of the worker's own and return its result as raw JSON.
 

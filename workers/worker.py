@@ -99,6 +99,7 @@ from supervisor.protocol import (
     InvokeFailed,
     InvokeProgress,
     InvokeResult,
+    ProgressCallback,
     Ready,
     Started,
     ToolResult,
@@ -116,7 +117,7 @@ from workers.ratelimit import RateLimit
 from workers.remote import HttpTrouble, connect_remote
 from workers.requests import ServerRequests
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
-from workers.stdio import CommandNotFound, Progress, StdioServer
+from workers.stdio import CommandNotFound, StdioServer
 from workers.values import InvalidArguments, decode_arguments
 
 __all__ = ["main"]
@@ -510,7 +511,7 @@ class Worker:
         relay: ProgressRelay | None,
     ) -> ToolResult:
         """The hot path: the worker's own ``tools/call``, its JSON result checked."""
-        hold: Progress | None = None
+        hold: ProgressCallback | None = None
         if relay is not None:
             tasks = self._tasks
             assert tasks is not None, "calls run in the worker's nursery"

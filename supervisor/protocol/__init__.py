@@ -85,6 +85,7 @@ from supervisor.protocol.link import (
 )
 from supervisor.protocol.payloads import (
     FrontStats,
+    ProgressCallback,
     PromptInfo,
     PromptResult,
     ReloadSummary,
@@ -128,6 +129,7 @@ __all__ = [
     "Listing",
     "MalformedMessage",
     "Ping",
+    "ProgressCallback",
     "PromptInfo",
     "PromptResult",
     "ReadResource",

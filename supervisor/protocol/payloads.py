@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from supervisor.protocol.codec import WorkerState
+
+ProgressCallback = Callable[[float, float | None, str | None], object]
+"""``fn(progress, total, message)``, for each progress notification of a call: how the client stub
+hands them to an agent and how a worker hands its server's on. For ``AsyncSupervisorClient`` it may
+also be a coroutine function (it is awaited)."""
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
