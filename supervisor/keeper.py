@@ -1,7 +1,8 @@
 """A keeper owns one worker process: spawn, watch, stop, and restart it by policy.
 
-Above: the ``Supervisor``, which routes calls to a keeper's live worker
-incarnation and relays operator commands. Below: one worker process
+Above: its owner (the ``Supervisor``), which routes calls to a keeper's live
+worker incarnation and relays operator commands; the keeper reaches it only
+through ``KeeperOwner``, the few things it needs of it. Below: one worker process
 (``python -m workers NAME``), whose stdin is its lifeline (a boot line, then
 held open until we want it gone) and whose stderr carries its log lines and
 its server's stderr into our log (``WorkerLog``).
@@ -31,7 +32,7 @@ import secrets
 import signal
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal, Protocol
 
 import msgspec
 import trio
@@ -42,18 +43,17 @@ from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.policy import RestartTracker
 from supervisor.protocol import (
     HEARTBEAT,
+    ErrorCode,
     Ready,
     ServerStatus,
     ToolsChanged,
     WorkerState,
+    WorkerTool,
 )
-from supervisor.spawn import WorkerProcess
+from supervisor.spawn import SpawnMode, WorkerProcess
 from supervisor.worker_log import WorkerLog
 
-if TYPE_CHECKING:
-    from supervisor.core import Supervisor
-
-__all__ = ["Keeper"]
+__all__ = ["Keeper", "KeeperOwner"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
 
@@ -64,22 +64,62 @@ KILL_REAP_TIMEOUT: Final = 2.0  # seconds for a SIGKILLed worker to be reaped
 Outcome = Literal["operator", "normal", "abnormal", "shutdown"]
 
 
+class KeeperOwner(Protocol):
+    """What a keeper needs of the supervisor that owns it."""
+
+    @property
+    def worker_endpoint(self) -> str:
+        """Where workers connect (the supervisor's worker ROUTER)."""
+        ...
+
+    async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
+        """A new worker process for server ``name``."""
+        ...
+
+    def attach(self, identity: bytes, keeper: Keeper) -> None:
+        """Messages from the worker with this routing id go to ``keeper`` from now on."""
+        ...
+
+    def detach(self, keeper: Keeper, reason: str, code: ErrorCode) -> None:
+        """``keeper``'s live incarnation ended: forget it, drop its tools, fail its calls with ``code``."""
+        ...
+
+    def state_changed(self, keeper: Keeper, previous: WorkerState) -> None: ...
+
+    def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
+        """Register the server's tools (all of them); the count registered."""
+        ...
+
+    def tool_count(self, server: str) -> int: ...
+
+    def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
+        """Send if that worker is connected (one still starting may not be yet); say if it was."""
+        ...
+
+    async def caught_up(self) -> None:
+        """Return once every message that reached the supervisor before this call has been handled."""
+        ...
+
+    def own_children(self) -> set[int]:
+        """Every live worker's pid, and the zygote's."""
+        ...
+
+
 class Keeper:
     """Keeps one server's worker running, one incarnation at a time."""
 
-    def __init__(self, spec: ServerSpec, supervisor: Supervisor, settings: SupervisorSettings) -> None:
+    def __init__(self, spec: ServerSpec, owner: KeeperOwner, settings: SupervisorSettings) -> None:
         self.spec = spec
         self.name = spec.name
         self.policy = spec.policy
         self.settings = settings
-        self.sup = supervisor
+        self.owner = owner
         self.tracker = RestartTracker(spec.policy)
         self._state: WorkerState = "stopped" if spec.disabled else "starting"
         self.identity: bytes | None = None  # routing id of the live incarnation
         self.worker_pid: int | None = None
         self.server_pid: int | None = None
         self.last_error: str | None = "disabled in config" if spec.disabled else None
-        self.inflight: set[int] = set()  # supervisor call ids sent to the live incarnation
         self.restart_at: float | None = None
         self.last_heard: float | None = None  # when the live worker last said anything
         self._heartbeats_sent = self._heartbeats_answered = 0  # by the live worker, in order
@@ -106,7 +146,7 @@ class Keeper:
         """Every state change goes through here, and is published."""
         previous, self._state = self._state, state
         if state != previous:
-            self.sup.state_changed(self, previous)
+            self.owner.state_changed(self, previous)
 
     # ------------------------------------------------------------- operator
 
@@ -164,7 +204,7 @@ class Keeper:
             worker_pid=self.worker_pid,
             server_pid=self.server_pid,
             restarts=self.tracker.restarts,
-            tools=self.sup.registry.count(self.name),
+            tools=self.owner.tool_count(self.name),
             last_error=self.last_error,
             transport=self.spec.transport,
             next_restart_in=max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
@@ -236,7 +276,7 @@ class Keeper:
         identity = f"{self.name}/{self._incarnation}/{secrets.token_hex(4)}".encode()
         boot = WorkerBoot(
             server=self.name,
-            endpoint=self.sup.worker_endpoint,
+            endpoint=self.owner.worker_endpoint,
             identity=identity.decode(),
             spec=self.spec,
             log_level=logging.getLogger("mcp_supervisor").getEffectiveLevel(),
@@ -251,13 +291,13 @@ class Keeper:
         self.server_pid = None
         self.spawning = True
         try:
-            process = await self.sup.spawner.spawn(self.name, self.settings.worker_spawn)
+            process = await self.owner.spawn(self.name, self.settings.worker_spawn)
         finally:
             self.spawning = False
         self._process = process
         self.worker_pid = process.pid
         self.identity = identity
-        self.sup.attach(identity, self)
+        self.owner.attach(identity, self)
         if not self._want_running:  # an operator's stop arrived while we were spawning
             self._end_worker()
         assert process.stdin is not None and process.stderr is not None
@@ -290,9 +330,10 @@ class Keeper:
                 reason = "the supervisor is stopping"
             else:
                 reason = self._why
-            self.sup.detach(
+            self.owner.detach(
                 self, f"server {self.name!r}: {reason}", "SERVER_ERROR" if lost else "WORKER_CRASHED"
             )
+            self.identity = None
         return outcome
 
     async def _read_log(self, stream: trio.abc.ReceiveStream, done: trio.Event) -> None:
@@ -334,7 +375,7 @@ class Keeper:
                 asked = now
             if now - asked >= timeout:
                 with trio.move_on_after(interval):  # its answer may still be queued, unread
-                    await self.sup.caught_up()
+                    await self.owner.caught_up()
                 if self.last_heard >= asked:
                     continue
                 self._kill(f"worker stopped answering heartbeats for {timeout:g} s")
@@ -343,7 +384,7 @@ class Keeper:
 
     def _send_heartbeat(self, identity: bytes) -> int | None:
         """Send the live worker a heartbeat; its number, or None when the worker is not connected."""
-        if not self.sup.send_to_worker(identity, HEARTBEAT):
+        if not self.owner.send_to_worker(identity, HEARTBEAT):
             return None
         self._heartbeats_sent += 1
         return self._heartbeats_sent
@@ -384,7 +425,7 @@ class Keeper:
             kill_group(server, signal.SIGKILL)
         # what escaped that group was re-parented to the worker, and now to us (a subreaper)
         # Another keeper's worker may be exiting (its cmdline already empty): known pids are kept too.
-        ours = self.sup.own_children()
+        ours = self.owner.own_children()
         kill_adopted(keep=lambda pid, cmdline: pid == server or pid in ours or _is_ours(pid, cmdline))
         self._process = None
         self.worker_pid = None
@@ -409,6 +450,14 @@ class Keeper:
 
     # ---------------------------------------------------------- from the link
 
+    def heard(self, now: float) -> None:
+        """The live worker said something (any message counts as a sign of life)."""
+        self.last_heard = now
+
+    def use_settings(self, settings: SupervisorSettings) -> None:
+        """Reloaded settings: heartbeats follow them at once; nothing restarts for them."""
+        self.settings = settings
+
     def started(self, server_pid: int) -> None:
         self.server_pid = server_pid
 
@@ -421,7 +470,7 @@ class Keeper:
         self.tracker.ready(now)
         self._restarting = False
         self._ready.set()
-        count = self.sup.tools_changed(self, event.tools)  # tools first: "ready" means they are there
+        count = self.owner.tools_changed(self, event.tools)  # tools first: "ready" means they are there
         self.state = "ready"
         log.info(
             "server %r ready: %d tools in %.2f s (%s)",
@@ -430,7 +479,7 @@ class Keeper:
 
     def tools_changed(self, event: ToolsChanged) -> None:
         if self.state == "ready":
-            count = self.sup.tools_changed(self, event.tools)
+            count = self.owner.tools_changed(self, event.tools)
             log.info("server %r tools changed: %d tools", self.name, count)
 
 

@@ -17,7 +17,7 @@ import functools
 import hashlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -67,13 +67,19 @@ def prefixed_names(server: str, names: Iterable[str]) -> dict[str, str]:
     of them map to goes to the first; the later ones get the stable suffix)."""
     result: dict[str, str] = {}
     for name in names:
-        base = prefixed_name(server, name) or "mcp"
-        candidate, attempt = base, 0
-        while candidate in result:
-            candidate = _suffixed(base, server, name, attempt)
-            attempt += 1
-        result[candidate] = name
+        result[free_name(server, name, result)] = name
     return result
+
+
+def free_name(server: str, name: str, taken: Container[str]) -> str:
+    """``name``'s prefixed name, or, when ``taken`` has it, the first of its stably suffixed ones
+    that ``taken`` lacks."""
+    base = prefixed_name(server, name) or "mcp"
+    candidate, attempt = base, 0
+    while candidate in taken:
+        candidate = _suffixed(base, server, name, attempt)
+        attempt += 1
+    return candidate
 
 
 def server_of(name: str, servers: Iterable[str]) -> str | None:
@@ -221,13 +227,8 @@ class Registry:
         return infos, diff
 
     def _free_name(self, server: str, tool: str) -> str:
-        base = prefixed_name(server, tool)
-        if not base:
-            base = "mcp"
-        name, attempt = base, 0
-        while name in self._routes:
-            name = _suffixed(base, server, tool, attempt)
-            attempt += 1
+        name = free_name(server, tool, self._routes)
+        base = prefixed_name(server, tool) or "mcp"
         if name != base:
             holder = self._routes[base]
             log.warning(

@@ -28,6 +28,7 @@ from supervisor.protocol.codec import (
     MalformedMessage,
     WorkerState,
     encode,
+    is_error_code,
     total_decoder,
 )
 from supervisor.protocol.events import (
@@ -164,6 +165,7 @@ __all__ = [
     "decode_worker_command",
     "decode_worker_event",
     "encode",
+    "is_error_code",
     "salvage_call",
     "total_decoder",
 ]

@@ -8,7 +8,7 @@ decodes a newer message (unknown fields are skipped). Every decoder is made tota
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Literal, TypeVar
+from typing import Final, Literal, TypeGuard, TypeVar
 
 import msgspec
 
@@ -25,6 +25,13 @@ ErrorCode = Literal[
     "INTERNAL",  # a bug in mcp-supervisor; the message says where
 ]
 ERROR_CODES: Final[frozenset[str]] = frozenset(ErrorCode.__args__)  # type: ignore[attr-defined]
+
+
+def is_error_code(code: str) -> TypeGuard[ErrorCode]:
+    """Whether a code read off the wire (a ``str`` there, so that a newer peer's code still decodes)
+    is one this version knows."""
+    return code in ERROR_CODES
+
 
 WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped"]
 

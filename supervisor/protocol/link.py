@@ -77,7 +77,7 @@ class InvokeResult(_Message):
 
 class InvokeFailed(_Message):
     call: int
-    code: str
+    code: str  # one of ERROR_CODES (``is_error_code``); a str on the wire, as ``ErrorReply.code`` is
     message: str
 
 

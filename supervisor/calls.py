@@ -1,0 +1,274 @@
+"""The call table: the life of every request the supervisor sent to a worker, from admission to answer.
+
+Above: the supervisor's router, which admits a request here, sends it to a worker and remembers it;
+the worker link, which settles it with the worker's answer; the deadline timer, which expires it;
+and the keepers, whose worker's end fails every call it had. Below: nothing but the ``reply``
+function it is given, through which it sends every terminal reply (``CallResult``, ``ErrorReply``,
+``Listing``, and ``OVERLOADED`` refusals).
+
+What it keeps: call ids (supervisor-wide, never reused), the pending entries (who asked, which
+worker incarnation has it), the deadline heap, gathers (a listing sent to several workers, answered
+once), and per-client accounting: every admitted request holds a place toward ``maxCallsPerClient``
+and ``maxCallsInFlight`` until its terminal reply (a gathered listing is one request).
+
+Pure code: times are passed in (``trio.current_time()`` in the supervisor, a fake clock in tests);
+an answer from an incarnation that does not have the call, or after the call was answered, is
+dropped (``settle`` returns None).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+import msgspec
+
+from supervisor.config import SupervisorSettings
+from supervisor.protocol import (
+    CallProgress,
+    CallResult,
+    ErrorCode,
+    ErrorReply,
+    FrontReply,
+    FrontStats,
+    InvokeProgress,
+    Listing,
+    ServerFailure,
+)
+from supervisor.repeats import Repeats
+
+__all__ = ["DEADLINE_MARGIN", "CallTable", "Gather", "Pending", "peer"]
+
+DEADLINE_MARGIN: Final = 0.5  # seconds past a call's budget before the supervisor answers TIMEOUT itself
+
+Reply = Callable[[bytes, FrontReply], None]
+
+
+@dataclass(slots=True)
+class Gather:
+    """A listing sent to several workers: one reply once every one has answered (or failed)."""
+
+    caller: bytes
+    id: int
+    named: bool  # the caller named one server: its failure is the reply
+    waiting: int
+    parts: dict[str, msgspec.Raw] = field(default_factory=dict)  # server -> its encoded entries
+    failures: list[ServerFailure] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Pending:
+    caller: bytes  # the front routing id
+    id: int  # the caller's request id
+    worker: bytes  # the routing id of the worker incarnation that has it
+    server: str
+    tool: str
+    what: str = ""  # for resources and prompts requests: what was asked
+    gather: Gather | None = None  # for listings: where the answer goes
+    progress: bool = False  # the caller asked for CallProgress replies
+
+
+@dataclass(slots=True)
+class _Client:
+    """A front peer with requests in flight (forgotten when it has none)."""
+
+    held: int = 0  # requests in flight, toward maxCallsPerClient (a listing sent to many servers is one)
+    calls: set[int] = field(default_factory=set)  # their call ids (pending entries)
+
+
+class CallTable:
+    """Requests in flight: admitted, pending at a worker, answered once."""
+
+    def __init__(
+        self,
+        reply: Reply,
+        settings: Callable[[], SupervisorSettings],
+        stats: FrontStats,
+        repeats: Repeats,
+        server_order: Callable[[], Iterable[str]],
+    ) -> None:
+        """``settings``: the bounds as they are now (a reload may change them); ``server_order``: the
+        order in which a gathered listing's parts are given (the config's)."""
+        self._reply = reply
+        self._settings = settings
+        self._stats = stats
+        self._repeats = repeats
+        self._server_order = server_order
+        self._pending: dict[int, Pending] = {}
+        self._deadlines: list[tuple[float, int]] = []
+        self._by_worker: dict[bytes, set[int]] = {}
+        self._clients: dict[bytes, _Client] = {}
+        self._held = 0  # requests in flight from every client, toward maxCallsInFlight
+        self._next_call = 0
+
+    def __len__(self) -> int:
+        """Calls pending at workers."""
+        return len(self._pending)
+
+    @property
+    def clients(self) -> int:
+        """Front peers with requests in flight."""
+        return len(self._clients)
+
+    @property
+    def held(self) -> int:
+        """Requests in flight from every client."""
+        return self._held
+
+    # ------------------------------------------------------------ admission
+
+    def admit(self, caller: bytes, id: int) -> bool:
+        """Take a place for a request that goes to a worker; past a bound, answer OVERLOADED (False)."""
+        settings = self._settings()
+        client = self._clients.get(caller)
+        if client is not None and client.held >= settings.max_calls_per_client:
+            why = f"this client has {client.held} requests in flight (maxCallsPerClient)"
+        elif self._held >= settings.max_calls_in_flight:
+            why = f"{self._held} requests in flight from every client (maxCallsInFlight)"
+        else:
+            if client is None:
+                client = self._clients[caller] = _Client()
+            client.held += 1
+            self._held += 1
+            return True
+        self._stats.overloaded += 1
+        self._repeats.log(
+            "requests refused as OVERLOADED", logging.WARNING, "client %s: %s", peer(caller), why
+        )
+        self._reply(caller, ErrorReply(id=id, code="OVERLOADED", message=f"{why}; try again later"))
+        return False
+
+    def release(self, caller: bytes) -> None:
+        """A request admitted by ``admit`` got its terminal reply (or was dropped)."""
+        client = self._clients[caller]
+        client.held -= 1
+        self._held -= 1
+        if client.held == 0:
+            del self._clients[caller]
+
+    # ------------------------------------------------------------ pending
+
+    def new_call(self) -> int:
+        """A call id for a request about to be sent to a worker (never reused)."""
+        self._next_call += 1
+        return self._next_call
+
+    def remember(self, call: int, pending: Pending, budget: float, now: float) -> float:
+        """A request sent to a worker: pending until its answer, its worker's end or its deadline,
+        which is returned."""
+        self._pending[call] = pending
+        self._by_worker.setdefault(pending.worker, set()).add(call)
+        self._clients[pending.caller].calls.add(call)
+        deadline = now + budget + DEADLINE_MARGIN
+        heapq.heappush(self._deadlines, (deadline, call))
+        return deadline
+
+    def settle(self, call: int, worker: bytes) -> Pending | None:
+        """The pending entry ``worker`` answers, forgotten; None for a call it does not have (late,
+        or another incarnation's)."""
+        pending = self._pending.get(call)
+        if pending is None or pending.worker != worker:
+            return None
+        self._forget(call, pending)
+        return pending
+
+    def progress(self, event: InvokeProgress, worker: bytes) -> tuple[bytes, CallProgress] | None:
+        """Where a worker's progress for a call goes: to a caller that asked for it, while the call is
+        pending (after its answer, nowhere)."""
+        pending = self._pending.get(event.call)
+        if pending is None or pending.worker != worker or not pending.progress:
+            return None
+        reply = CallProgress(id=pending.id, progress=event.progress, total=event.total, message=event.message)
+        return pending.caller, reply
+
+    def next_deadline(self) -> float:
+        """The earliest deadline of a call that may still be pending (``inf`` when there is none)."""
+        return self._deadlines[0][0] if self._deadlines else math.inf
+
+    def expire(self, now: float) -> list[Pending]:
+        """Every call whose deadline has passed, forgotten; the caller answers them (TIMEOUT)."""
+        expired: list[Pending] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, call = heapq.heappop(self._deadlines)
+            pending = self._pending.get(call)
+            if pending is not None:  # else answered in time (call ids are never reused)
+                self._forget(call, pending)
+                expired.append(pending)
+        return expired
+
+    def worker_gone(self, worker: bytes, code: ErrorCode, message: str) -> None:
+        """A worker incarnation ended: every call it had fails with ``code``."""
+        for call in sorted(self._by_worker.pop(worker, ())):
+            pending = self._pending.get(call)
+            if pending is not None:
+                self._forget(call, pending)
+                self.fail(pending, code, message)
+
+    def drop_calls_of(self, caller: bytes) -> int:
+        """Forget every request in flight of a client that does not read its replies; how many there were.
+        Their answers, when they come, are dropped as late answers are."""
+        client = self._clients.get(caller)
+        if client is None:
+            return 0
+        dropped = 0
+        gathers: list[Gather] = []  # a listing sent to several servers is one request
+        for call in list(client.calls):
+            pending = self._pending[call]
+            self._forget(call, pending)
+            if pending.gather is not None:
+                if any(gather is pending.gather for gather in gathers):
+                    continue
+                gathers.append(pending.gather)
+            dropped += 1
+            self.release(caller)
+        return dropped
+
+    def _forget(self, call: int, pending: Pending) -> None:
+        """A pending request is over (answered, timed out, its worker gone, or its caller's dropped)."""
+        del self._pending[call]
+        calls = self._by_worker.get(pending.worker)
+        if calls is not None:
+            calls.discard(call)
+            if not calls:
+                del self._by_worker[pending.worker]
+        client = self._clients.get(pending.caller)
+        if client is not None:
+            client.calls.discard(call)
+
+    # ------------------------------------------------------------ answers
+
+    def answer(self, pending: Pending, result: msgspec.Raw) -> None:
+        """A settled call's result: to its caller, or into its gathered listing."""
+        gather = pending.gather
+        if gather is None:
+            self._reply(pending.caller, CallResult(id=pending.id, result=result))
+            self.release(pending.caller)
+        else:
+            gather.parts[pending.server] = result
+            self._gathered(gather)
+
+    def fail(self, pending: Pending, code: ErrorCode, message: str) -> None:
+        """A settled call's failure: an error to its caller, or a failure named in its listing."""
+        gather = pending.gather
+        if gather is None or gather.named:
+            self._reply(pending.caller, ErrorReply(id=pending.id, code=code, message=message))
+            self.release(pending.caller)
+        else:
+            gather.failures.append(ServerFailure(server=pending.server, code=code, message=message))
+            self._gathered(gather)
+
+    def _gathered(self, gather: Gather) -> None:
+        gather.waiting -= 1
+        if gather.waiting == 0:
+            parts = [gather.parts[name] for name in self._server_order() if name in gather.parts]
+            self._reply(gather.caller, Listing(id=gather.id, parts=parts, failures=gather.failures))
+            self.release(gather.caller)
+
+
+def peer(routing_id: bytes) -> str:
+    """A front peer, as the log names it (its routing id, in hex; at most 16 bytes of it)."""
+    return routing_id[:16].hex() or "-"

@@ -1,0 +1,157 @@
+"""The daemon's life: claiming the endpoint, binding, serving until a signal, draining, stopping.
+
+Above: ``mcp-supervisor run`` (``supervisor.cli``), which parses its arguments, sets up logging and
+turns a ``StartError`` into its exit code. Below: the ``Supervisor`` (``supervisor.core``).
+
+Signals: SIGINT and SIGTERM drain the calls in flight (up to ``shutdownGrace``; a second signal cuts
+that short) and stop; SIGHUP reloads the config file. An ipc endpoint must be in a private directory;
+one whose socket file is left by a supervisor that was killed is taken over, one where a supervisor
+answers is refused. A tcp endpoint needs CURVE keys unless ``insecure`` (said loudly).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import trio
+import zmq
+
+from supervisor.client import SupervisorClient
+from supervisor.config import ConfigError, load_config
+from supervisor.core import Supervisor
+from supervisor.curve import AllowedClients
+from supervisor.errors import SupervisorError
+from supervisor.keys import KeyFileError, ServerKeys, key_dir, needs_curve
+from supervisor.paths import (
+    claim_ipc_dir,
+    default_endpoint,
+    ensure_runtime_dir,
+    ipc_path,
+    resolve_endpoint,
+    runtime_dir,
+)
+
+__all__ = ["StartError", "run"]
+
+log = logging.getLogger("mcp_supervisor")
+
+
+class StartError(Exception):
+    """The supervisor cannot start; ``usage``: because of what it was given (config, endpoint, keys)."""
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+def run(config_path: str | Path | None, endpoint: str | None, *, keys: str | None, insecure: bool) -> None:
+    """Run a supervisor for ``config_path`` on ``endpoint`` until SIGINT or SIGTERM."""
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        raise StartError(str(exc), usage=True) from exc
+    for problem in config.problems:
+        log.error("config %s: %s (skipped)", config.path, problem.message)
+    endpoint = resolve_endpoint(endpoint)
+    curve = _front_door(endpoint, keys, insecure)
+    _claim_endpoint(endpoint)
+    workers = ensure_runtime_dir(runtime_dir()) / f"workers-{os.getpid()}.sock"
+    supervisor = Supervisor(config, endpoint=endpoint, worker_endpoint=f"ipc://{workers}", curve=curve)
+    try:
+        supervisor.bind()
+    except zmq.ZMQError as exc:
+        raise StartError(f"cannot listen on {endpoint}: {exc}") from exc
+    trio.run(_serve, supervisor)
+
+
+def _front_door(endpoint: str, keys: str | None, insecure: bool) -> ServerKeys | None:
+    """The CURVE keys for a network endpoint (None for ipc, or with ``--insecure``, said loudly)."""
+    if not needs_curve(endpoint):
+        return None
+    if insecure:
+        log.warning(
+            "INSECURE: %s is plain TCP (--insecure): nothing is encrypted and anyone who can reach it "
+            "can call every tool and read every result; use CURVE keys ('mcp-supervisor keygen') instead",
+            endpoint,
+        )
+        return None
+    try:
+        curve = ServerKeys.load(key_dir(keys))
+    except KeyFileError as exc:
+        raise StartError(
+            f"{endpoint} is not an ipc:// endpoint, so it needs CURVE keys: {exc} (or pass --insecure "
+            "for plain TCP: no encryption, and anyone who can reach the port can call every tool)",
+            usage=True,
+        ) from exc
+    allowed = len(AllowedClients(curve.allowed).public_keys())
+    log.info(
+        "CURVE on %s: server key %s, %d allowed client keys in %s",
+        endpoint,
+        curve.public_file,
+        allowed,
+        curve.allowed,
+    )
+    if not allowed:
+        log.warning("no client can connect yet: put their public keys (*.key) in %s", curve.allowed)
+    return curve
+
+
+def _claim_endpoint(endpoint: str) -> None:
+    """Refuse to start over a live supervisor; clear a stale ipc socket file."""
+    path = ipc_path(endpoint)
+    if path is None:
+        return
+    try:
+        if path.parent == runtime_dir():
+            ensure_runtime_dir(path.parent)
+        else:
+            claim_ipc_dir(path.parent)
+    except OSError as exc:
+        hint = f"use a private directory (the default endpoint is {default_endpoint()})"
+        raise StartError(f"cannot listen on {endpoint}: {exc}; {hint}", usage=True) from exc
+    if not path.exists():
+        return
+    try:
+        with SupervisorClient(endpoint, request_timeout=1.0) as probe:
+            probe.ping()
+    except SupervisorError:
+        path.unlink(missing_ok=True)  # left behind by a supervisor that was killed
+        return
+    raise StartError(f"a supervisor is already running at {endpoint}")
+
+
+async def _serve(supervisor: Supervisor) -> None:
+    """Serve until SIGINT/SIGTERM; then drain in-flight calls (a second signal cuts that short) and stop.
+    SIGHUP reloads the config file."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run)
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP received; reloading the config")
+                    supervisor.reload_nowait()
+                    continue
+                grace = supervisor.config.settings.shutdown_grace  # as the last reload left it
+                log.info(
+                    "%s received; finishing calls in flight (up to %g s)", signal.Signals(signum).name, grace
+                )
+                break
+            async with trio.open_nursery() as draining:
+                draining.start_soon(_cut_short, signals, draining.cancel_scope)
+                await supervisor.drain(grace)
+                draining.cancel_scope.cancel()
+            nursery.cancel_scope.cancel()
+    log.info("stopped")
+
+
+async def _cut_short(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    async for signum in signals:
+        if signum == signal.SIGHUP:
+            continue
+        log.warning("%s received again; stopping now", signal.Signals(signum).name)
+        scope.cancel()
+        return
