@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.boot import decode_worker_boot
-from supervisor.core import _salvage_id
+from supervisor.front import _salvage_id
 from supervisor.protocol import (
     MalformedMessage,
     decode_event,
