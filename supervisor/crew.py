@@ -13,6 +13,7 @@ While it retires, operator requests naming it are refused as for an unknown serv
 from __future__ import annotations
 
 import logging
+from typing import assert_never
 
 import trio
 
@@ -81,6 +82,8 @@ class Crew:
                 acted = True
             case Start():
                 acted = keeper.request_start()
+            case _:
+                assert_never(request)
         verb = type(request).__name__.lower()
         log.info("operator %s of server %r%s", verb, server, "" if acted else " (already under way)")
         return Done(id=request.id)
