@@ -60,15 +60,22 @@ async def run_block(call: AsyncCall, n: int, concurrency: int, out: Samples) -> 
 
 
 def launch_supervisor(
-    servers: dict[str, Any], tmp: Path, env: dict[str, str] | None = None, extra: dict[str, Any] | None = None
+    servers: dict[str, Any],
+    tmp: Path,
+    env: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+    source: Path = REPO,
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``mcp-supervisor run`` on a config of ``servers``, its files (config, socket, log) in ``tmp``."""
+    """``mcp-supervisor run`` on a config of ``servers``, its files (config, socket, log) in ``tmp``;
+    its code (and its workers') from the source tree ``source`` (this one by default)."""
     config = tmp / "mcp.json"
     config.write_text(json.dumps({"mcpServers": servers, **(extra or {})}))
     endpoint = f"ipc://{tmp / 's.sock'}"
     command = [sys.executable, "-c", CLI, "run", str(config), "--endpoint", endpoint]
+    if source != REPO:
+        env = {**(os.environ if env is None else env), "PYTHONPATH": str(source)}
     with open(tmp / "supervisor.log", "wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=source, env=env)
     return proc, endpoint
 
 
