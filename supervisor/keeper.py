@@ -31,18 +31,16 @@ import logging
 import secrets
 import signal
 from contextlib import suppress
-from pathlib import Path
 from typing import Final, Literal, Protocol
 
 import msgspec
 import trio
 
-from supervisor._process import kill_adopted, kill_group
-from supervisor.boot import STOP_LINE, WorkerBoot, WorkerExit
+from supervisor.boot import WorkerBoot, WorkerExit
 from supervisor.config import ServerSpec, SupervisorSettings
+from supervisor.heartbeats import Heartbeats
 from supervisor.policy import RestartTracker
 from supervisor.protocol import (
-    HEARTBEAT,
     ErrorCode,
     Ready,
     ServerStatus,
@@ -50,6 +48,7 @@ from supervisor.protocol import (
     WorkerState,
     WorkerTool,
 )
+from supervisor.reaping import close_lifeline, reap
 from supervisor.spawn import SpawnMode, WorkerProcess
 from supervisor.worker_log import WorkerLog
 
@@ -57,9 +56,7 @@ __all__ = ["Keeper", "KeeperOwner"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
 
-WORKER_STOP_TIMEOUT: Final = 8.0  # seconds a worker gets to close its session after its lifeline closes
 LOG_DRAIN_TIMEOUT: Final = 1.0  # seconds to read an exited worker's last log lines (its last word)
-KILL_REAP_TIMEOUT: Final = 2.0  # seconds for a SIGKILLed worker to be reaped
 
 Outcome = Literal["operator", "normal", "abnormal", "shutdown"]
 
@@ -122,8 +119,7 @@ class Keeper:
         self.last_error: str | None = "disabled in config" if spec.disabled else None
         self.restart_at: float | None = None
         self.last_heard: float | None = None  # when the live worker last said anything
-        self._heartbeats_sent = self._heartbeats_answered = 0  # by the live worker, in order
-        self._answer_came: trio.Event | None = None  # set at the next answer, while a probe waits
+        self._heartbeats: Heartbeats | None = None  # the live incarnation's
         self.spawning = False  # a worker process is being forked (its pid is not known yet)
         self.worker_log = WorkerLog(self.name)
         self._want_running = not spec.disabled  # False after an operator's stop
@@ -216,7 +212,7 @@ class Keeper:
         if process is not None and self._ending is None:
             self._ending = "operator"
             assert process.stdin is not None
-            trio.lowlevel.spawn_system_task(_close_lifeline, process.stdin)
+            trio.lowlevel.spawn_system_task(close_lifeline, process.stdin)
 
     def _kill(self, reason: str) -> None:
         """Kill the live worker now (it hangs or is stopped); counted as a failure."""
@@ -286,7 +282,7 @@ class Keeper:
         self._ready = trio.Event()
         self._ending = self._kill_reason = None
         self.last_heard = None
-        self._heartbeats_sent = self._heartbeats_answered = 0
+        self._heartbeats = Heartbeats(identity, self.owner.send_to_worker)
         self.worker_log.reset()
         self.server_pid = None
         self.spawning = True
@@ -309,7 +305,7 @@ class Keeper:
                     # a worker that dies at once closes this pipe; its exit code says why
                     await process.stdin.send_all(msgspec.json.encode(boot) + b"\n")
                 nursery.start_soon(self._watch_start)
-                nursery.start_soon(self._watch_heartbeats, identity)
+                nursery.start_soon(self._watch_heartbeats, self._heartbeats)
                 await process.wait()
                 with trio.move_on_after(LOG_DRAIN_TIMEOUT):  # its last lines say why it ended
                     await log_read.wait()
@@ -351,13 +347,18 @@ class Keeper:
             await self._ready.wait()
             return
         # Its Ready may have been sent and still be queued, unread (a supervisor starved of CPU).
-        if await self._probe(self.settings.heartbeat_interval) and self._ready.is_set():
+        heartbeats = self._heartbeats
+        if (
+            heartbeats is not None
+            and await heartbeats.probe(self.settings.heartbeat_interval)
+            and self._ready.is_set()
+        ):
             return
         self._kill(
             f"did not finish starting (initialize and tools/list) within {self.policy.start_timeout:g} s"
         )
 
-    async def _watch_heartbeats(self, identity: bytes) -> None:
+    async def _watch_heartbeats(self, heartbeats: Heartbeats) -> None:
         """Once the worker is ready, it must keep answering heartbeats: one left unanswered for the
         timeout ends it. While it starts, the start timeout watches it instead: among many workers
         starting at once, one starved of CPU is slow to answer, not hung. Silence counts from the
@@ -367,7 +368,7 @@ class Keeper:
         while True:  # settings are read each time: a reload may change them
             interval, timeout = self.settings.heartbeat_interval, self.settings.heartbeat_timeout
             now = trio.current_time()
-            self._send_heartbeat(identity)
+            heartbeats.send()
             if self.last_heard is None or not self._ready.is_set():  # the start timeout covers that
                 await trio.sleep(interval)
                 continue
@@ -382,51 +383,13 @@ class Keeper:
                 return
             await trio.sleep(min(interval, asked + timeout - now))
 
-    def _send_heartbeat(self, identity: bytes) -> int | None:
-        """Send the live worker a heartbeat; its number, or None when the worker is not connected."""
-        if not self.owner.send_to_worker(identity, HEARTBEAT):
-            return None
-        self._heartbeats_sent += 1
-        return self._heartbeats_sent
-
     def heartbeat_answered(self) -> None:
-        self._heartbeats_answered += 1
-        if self._answer_came is not None:
-            self._answer_came.set()
-            self._answer_came = None
-
-    async def _probe(self, timeout: float) -> bool:
-        """A heartbeat round trip, within ``timeout``: did the worker answer? One connection keeps its
-        order, so by the time the answer is read, everything the worker sent before it has been too."""
-        identity = self.identity
-        number = None if identity is None else self._send_heartbeat(identity)
-        if number is None:
-            return False
-        with trio.move_on_after(timeout):
-            while self._heartbeats_answered < number:
-                if self._answer_came is None:
-                    self._answer_came = trio.Event()
-                await self._answer_came.wait()
-        return self._heartbeats_answered >= number
+        if self._heartbeats is not None:
+            self._heartbeats.answered()
 
     async def _reap(self, process: WorkerProcess) -> None:
-        """Make sure the worker and its server are gone; every wait bounded."""
-        assert process.stdin is not None
-        await _close_lifeline(process.stdin)
-        with trio.move_on_after(WORKER_STOP_TIMEOUT):
-            await process.wait()
-        if process.returncode is None:
-            log.warning("worker of %r did not stop within %g s; killing it", self.name, WORKER_STOP_TIMEOUT)
-            process.kill()
-            with trio.move_on_after(KILL_REAP_TIMEOUT):
-                await process.wait()
-        server = self.server_pid
-        if server is not None:  # the worker may have died without stopping its server
-            kill_group(server, signal.SIGKILL)
-        # what escaped that group was re-parented to the worker, and now to us (a subreaper)
-        # Another keeper's worker may be exiting (its cmdline already empty): known pids are kept too.
-        ours = self.owner.own_children()
-        kill_adopted(keep=lambda pid, cmdline: pid == server or pid in ours or _is_ours(pid, cmdline))
+        """Make sure the worker and its server are gone (bounded), and forget them."""
+        await reap(process, self.name, self.server_pid, self.owner.own_children)
         self._process = None
         self.worker_pid = None
         self.server_pid = None
@@ -481,19 +444,3 @@ class Keeper:
         if self.state == "ready":
             count = self.owner.tools_changed(self, event.tools)
             log.info("server %r tools changed: %d tools", self.name, count)
-
-
-_OWN_CMDLINE: Final = Path("/proc/self/cmdline").read_bytes()
-
-
-def _is_ours(pid: int, cmdline: bytes) -> bool:
-    """A worker (or a child being forked into one): never taken for an adopted orphan."""
-    return b"\0-m\0workers\0" in cmdline or cmdline == _OWN_CMDLINE
-
-
-async def _close_lifeline(stream: trio.abc.SendStream) -> None:
-    """Tell a worker to stop in order (end-of-file alone would mean that we died)."""
-    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError):
-        await stream.send_all(STOP_LINE)
-    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        await stream.aclose()
