@@ -60,10 +60,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
 import httpx2
-import jsonschema
 import jsonschema.exceptions
 import jsonschema.protocols
-import jsonschema.validators
 import msgspec
 import referencing.exceptions
 import trio
@@ -109,6 +107,7 @@ from supervisor.protocol import (
     encode,
     salvage_call,
 )
+from supervisor.schemas import validator
 from workers import sdk
 from workers.catalog import Catalog, CatalogError
 from workers.listing import ListingFailed, Pager, Warnings, list_tools
@@ -330,8 +329,8 @@ class Worker:
                 self._send(ToolsChanged(tools=tools))
 
     def _know(self, tools: list[WorkerTool]) -> None:
-        self.validators = {tool.name: _validator(tool.input_schema) for tool in tools}
-        self.output_validators = {tool.name: _validator(tool.output_schema) for tool in tools}
+        self.validators = {tool.name: validator(tool.input_schema) for tool in tools}
+        self.output_validators = {tool.name: validator(tool.output_schema) for tool in tools}
 
     async def _listen_for_tool_changes(self, client: Client) -> None:
         """2026-07-28 servers send changes only on a ``subscriptions/listen`` stream: keep one open."""
@@ -651,14 +650,6 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first exception that is not itself a group."""
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
-def _validator(schema: dict[str, Any] | None) -> jsonschema.protocols.Validator | None:
-    """A validator for a schema the listing found valid (``workers.listing``); None for no schema."""
-    if schema is None:
-        return None
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema)
 
 
 async def _provide_input(
