@@ -37,7 +37,7 @@ import msgspec
 import trio
 
 from supervisor._process import kill_adopted, kill_group
-from supervisor.boot import STOP_LINE, WorkerBoot, WorkerExit
+from supervisor.boot import STOP_LINE, WorkerBoot, WorkerExit, is_worker_cmdline
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.policy import RestartTracker
 from supervisor.protocol import (
@@ -439,7 +439,7 @@ _OWN_CMDLINE: Final = Path("/proc/self/cmdline").read_bytes()
 
 def _is_ours(pid: int, cmdline: bytes) -> bool:
     """A worker (or a child being forked into one): never taken for an adopted orphan."""
-    return b"\0-m\0workers\0" in cmdline or cmdline == _OWN_CMDLINE
+    return is_worker_cmdline(cmdline) or cmdline == _OWN_CMDLINE
 
 
 async def _close_lifeline(stream: trio.abc.SendStream) -> None:

@@ -87,7 +87,15 @@ from pydantic import ValidationError
 from supervisor import __version__
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
-from supervisor.boot import STOP_LINE, WorkerBoot, WorkerExit, decode_worker_boot
+from supervisor.boot import (
+    LAST_WORD,
+    STOP_LINE,
+    WorkerBoot,
+    WorkerExit,
+    decode_worker_boot,
+    log_lines,
+    server_line,
+)
 from supervisor.protocol import (
     HEARTBEAT,
     ErrorCode,
@@ -145,9 +153,10 @@ class _LineHandler(logging.Handler):
                 text = f"{text}: {type(exc).__name__}: {exc}"
                 if logging.getLogger().isEnabledFor(logging.DEBUG):
                     trace = logging.Formatter().formatException(record.exc_info)
-            lines = [f"{record.levelno} {line}\n" for line in text.splitlines() or [""]]
-            lines += [f"{logging.DEBUG} {line}\n" for line in trace.splitlines()]
-            sys.stderr.write("".join(lines))
+            lines = log_lines(record.levelno, text)
+            if trace:
+                lines += log_lines(logging.DEBUG, trace)
+            sys.stderr.write(lines)
             sys.stderr.flush()
         except Exception:
             self.handleError(record)
@@ -166,12 +175,13 @@ class StderrRelay:
     def __call__(self, line: str) -> None:
         if self.limit.allow():
             self.report_dropped()
-            sys.stderr.write(f"S {line}\n")
+            sys.stderr.write(server_line(line))
             sys.stderr.flush()
 
     def report_dropped(self) -> None:
         if dropped := self.limit.take_dropped():
-            sys.stderr.write(f"{logging.WARNING} {dropped} server stderr lines not logged (rate limit)\n")
+            text = f"{dropped} server stderr lines not logged (rate limit)"
+            sys.stderr.write(log_lines(logging.WARNING, text))
             sys.stderr.flush()
 
     async def report_forever(self) -> None:
@@ -209,7 +219,7 @@ class Worker:
                     spec.command, list(spec.args), env=dict(spec.env), cwd=spec.cwd, on_stderr=relay
                 )
             except CommandNotFound as exc:
-                log.critical("start-up failed: %s", exc)
+                log.log(LAST_WORD, "start-up failed: %s", exc)
                 return WorkerExit.START_FAILED
             transport = self.server.connect()
         else:
@@ -417,7 +427,7 @@ class Worker:
     def _give_up(self, code: WorkerExit, reason: str) -> None:
         """End the worker for ``reason``, its last word (a CRITICAL line: the keeper's ``last_error``)."""
         if not self._scope.cancel_called:
-            log.critical("%s", _one_line(reason))
+            log.log(LAST_WORD, "%s", _one_line(reason))
             self._end(code)
 
     async def _keep_alive(self, client: Client) -> None:
@@ -697,7 +707,7 @@ def main() -> int:
     try:
         boot = decode_worker_boot(sys.stdin.buffer.readline())
     except msgspec.DecodeError as exc:
-        log.critical("start-up failed: bad boot message on stdin: %s", exc)
+        log.log(LAST_WORD, "start-up failed: bad boot message on stdin: %s", exc)
         return WorkerExit.START_FAILED
     logging.getLogger().setLevel(boot.log_level)
     # One line per HTTP request is debug detail: errors are logged with their status anyway.
@@ -711,7 +721,7 @@ def main() -> int:
     except Exception as exc:  # boundary: whatever ends the worker, its keeper is told why
         leaf = _first_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
         log.info("worker failed:\n%s", "".join(traceback.format_exception(exc)).rstrip())
-        log.critical("worker failed: %s: %s", type(leaf).__name__, _one_line(str(leaf)))
+        log.log(LAST_WORD, "worker failed: %s: %s", type(leaf).__name__, _one_line(str(leaf)))
         return WorkerExit.CRASHED
     finally:
         link.close()
