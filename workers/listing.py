@@ -1,7 +1,7 @@
 """Tolerant listings: a server's ``tools/list`` (``prompts/list``, ``resources/list``,
 ``resources/templates/list``) read page by page and entry by entry, so one bad entry costs only itself.
 
-Above: ``workers.worker`` (tools, at start-up and whenever they may have changed) and
+Above: ``workers.tools`` (tools, at start-up and whenever they may have changed) and
 ``workers.catalog`` (prompts, resources and templates, when a client asks). Below: a ``Pager``, which
 sends one list request and returns its result: on a stdio server the worker's own request
 (``StdioServer.request``), as raw JSON, whose entries are then decoded one by one (an entry with

@@ -1,7 +1,7 @@
 """What a worker needs from an ``mcp.ClientSession`` beyond its public API (SDK 2.3), in one place.
 
-Above: ``workers.worker`` and ``workers.catalog``. Below: the session's private parts, used the way
-the SDK's own ``Client`` and ``subscriptions`` modules use them:
+Above: ``workers.session``, ``workers.tools`` and ``workers.catalog``. Below: the session's private
+parts, used the way the SDK's own ``Client`` and ``subscriptions`` modules use them:
 
 - ``raw_request``: a request whose result comes back as plain JSON values, not checked against the
   SDK's result model, so that one bad entry in a listing does not fail the whole page (the session's
