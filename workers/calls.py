@@ -3,9 +3,9 @@
 Above: the link (``workers.link``), which hands each call here as it arrives (``invoke``,
 ``fetch``), and the session (``workers.session``), which says when the session is ready and which
 tools the server has (``ready``, ``know``), and is told when a call finds the session gone. Below:
-the server: on a stdio server the worker's own ``tools/call`` (the hot path, ``StdioServer.request``,
-which also hands it the call's progress), the SDK's ``call_tool`` on a remote one, and
-``workers.catalog`` for resources and prompts.
+the server: on a stdio server the worker's own ``tools/call`` (the hot path,
+``workers.own_requests``, which also hands it the call's progress), the SDK's ``call_tool`` on a
+remote one, and ``workers.catalog`` for resources and prompts.
 
 A call's arguments are decoded totally (``workers.values``) and checked against the tool's
 ``inputSchema``; its result is checked (``workers.results``) and against the tool's
@@ -165,7 +165,7 @@ class Calls:
                 if relay.hold(progress, total, message):
                     tasks.start_soon(relay.pace)  # it sends nothing once the relay is closed
 
-        raw = await server.request("tools/call", {"name": tool, "arguments": arguments}, hold)
+        raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold)
         result = decode_tool_result(raw)
         if result is None:  # the server asks for input first: the session's callbacks answer
             return to_tool_result(await _provide_input(client, tool, arguments, raw, relay))

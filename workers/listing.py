@@ -4,7 +4,7 @@
 Above: ``workers.tools`` (tools, at start-up and whenever they may have changed) and
 ``workers.catalog`` (prompts, resources and templates, when a client asks). Below: a ``Pager``, which
 sends one list request and returns its result: on a stdio server the worker's own request
-(``StdioServer.request``), as raw JSON, whose entries are then decoded one by one (an entry with
+(``OwnRequests.request``), as raw JSON, whose entries are then decoded one by one (an entry with
 invalid UTF-8 is left out, not the page); on a remote one the session's, as JSON values the SDK's
 models have not checked (``workers.sdk``).
 The SDK's own ``list_tools`` checks a whole page against its model: one tool with an odd schema
@@ -15,7 +15,7 @@ The rules:
 - a page must be an object holding an array of entries, else the listing fails (``ListingFailed``,
   naming the method; so does raw JSON that does not decode around its entries, a lone surrogate
   escape say; an answer nested deeper than msgspec recurses, about 1000 levels, already fails its
-  request: ``workers.stdio``); ``nextCursor`` is followed
+  request: ``workers.own_requests``); ``nextCursor`` is followed
   for at most ``MAX_LIST_PAGES`` pages, and one that is not a string ends the listing with a
   warning (the entries so far are served);
 - an entry that is not an object, has no string name, repeats an earlier name (the first is kept),

@@ -8,7 +8,7 @@ parts, used the way the SDK's own ``Client`` and ``subscriptions`` modules use t
   ``send_request`` validates every result against its wire model first);
 - ``envelope``: the ``_meta`` the session stamps on its own requests (2026-07-28: protocol version,
   client info and capabilities; None on older protocol versions), for the worker's own requests on
-  a stdio server (``StdioServer.request``);
+  a stdio server (``OwnRequests.request``);
 - ``absorb_tools``: hand the session a listing the worker read itself, so the per-tool state it
   derives from ``tools/list`` (2026-07-28 ``x-mcp-header`` maps) matches what the worker serves;
   without it the session's ``call_tool`` would list the tools itself, with the strict model, before

@@ -108,7 +108,7 @@ class Worker:
                     **self.requests.client_options(),
                 ) as client:
                     if self.server is not None:
-                        self.server.envelope = sdk.envelope(client.session)
+                        self.server.own.envelope = sdk.envelope(client.session)
                     phase = "tools/list"
                     tools = await self.tools.list_all(client)
                     calls.ready(client, tools)
@@ -173,9 +173,10 @@ class Worker:
         server = self.server
         if server is None:
             return functools.partial(sdk.raw_request, client.session)
+        own = server.own
 
         async def request(method: str, params: dict[str, Any]) -> Any:
-            return await server.request(method, params)  # raw JSON, decoded entry by entry
+            return await own.request(method, params)  # raw JSON, decoded entry by entry
 
         return request
 

@@ -21,7 +21,7 @@ Life of a worker:
    before its answer; serve ``Fetch`` (resources and prompts, see ``workers.catalog``) the same
    way (``workers.calls``); follow the server's tools (``workers.tools``); probe the server
    every ``pingInterval``. On a stdio server every call takes the hot path: the worker writes
-   the ``tools/call`` itself (``StdioServer.request``, which also hands it the call's progress)
+   the ``tools/call`` itself (``OwnRequests.request``, which also hands it the call's progress)
    and turns the server's JSON result into the wire's ``ToolResult`` without the SDK's models;
    the session still does the handshake, the server's own requests and a result that asks for
    input. Listings are the worker's own requests on every transport (``workers.listing``), and
