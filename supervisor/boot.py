@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from supervisor.config import ServerSpec
+from supervisor.config_model import ServerSpec
 from supervisor.protocol import total_decoder
 
 __all__ = [
