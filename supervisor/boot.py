@@ -1,22 +1,73 @@
-"""The conventions between a keeper and the worker process it starts: the boot line, the stop line
-and the exit codes."""
+"""The conventions between a keeper and the worker process it starts, each in one place: the worker's
+argv, the boot line, the stop line, the log-line format and the exit codes.
+
+Above: the keeper side (``supervisor.spawn`` starts workers with ``worker_argv``, ``supervisor.keeper``
+tells its workers from escaped orphans with ``is_worker_cmdline`` and writes the boot and stop lines,
+``supervisor.worker_log`` reads log lines with ``read_log_line``). Below: the worker side
+(``workers.__main__`` and ``workers.zygote``, ``workers.worker`` reading the boot line and
+``workers.logs`` writing log lines). Both sides import this module; it imports the config's data
+model and the protocol's codec, nothing heavier.
+"""
 
 from __future__ import annotations
 
 import enum
+import logging
+import sys
 from typing import Final
 
 import msgspec
 
-from supervisor.config import ServerSpec
+from supervisor.config_model import ServerSpec
 from supervisor.protocol import total_decoder
+
+__all__ = [
+    "LAST_WORD",
+    "SERVER_MARK",
+    "STOP_LINE",
+    "WORKER_PACKAGE",
+    "ZYGOTE_FLAG",
+    "WorkerBoot",
+    "WorkerExit",
+    "decode_worker_boot",
+    "is_worker_cmdline",
+    "log_lines",
+    "read_log_line",
+    "server_line",
+    "worker_argv",
+    "zygote_argv",
+]
+
+# ---------------------------------------------------------------- argv
+
+WORKER_PACKAGE: Final = "workers"  # run with ``python -m``
+ZYGOTE_FLAG: Final = "--zygote"  # in place of a server name: start the zygote (``workers.zygote``)
+_CMDLINE_MARK: Final = f"\0-m\0{WORKER_PACKAGE}\0".encode()
+
+
+def worker_argv(name: str) -> list[str]:
+    """A worker started with exec: ``python -m workers NAME`` (the name is for ``ps``)."""
+    return [sys.executable, "-m", WORKER_PACKAGE, name]
+
+
+def zygote_argv() -> list[str]:
+    """The zygote: ``python -m workers --zygote``; the workers forked from it keep its cmdline."""
+    return [sys.executable, "-m", WORKER_PACKAGE, ZYGOTE_FLAG]
+
+
+def is_worker_cmdline(cmdline: bytes) -> bool:
+    """Whether a ``/proc/PID/cmdline`` is a worker's or the zygote's (``worker_argv``, ``zygote_argv``)."""
+    return _CMDLINE_MARK in cmdline
+
+
+# ---------------------------------------------------------------- exit codes
 
 
 class WorkerExit(enum.IntEnum):
     """A worker process's exit status, as its keeper reads it.
 
     Where the status alone does not say why (``START_FAILED``, ``CRASHED``), the worker's last word
-    is one CRITICAL log line with the cause (see ``supervisor.worker_log``).
+    is one ``LAST_WORD`` log line with the cause (see ``read_log_line``).
     """
 
     LIFELINE = 0  # the supervisor closed the lifeline: an orderly stop
@@ -25,6 +76,8 @@ class WorkerExit(enum.IntEnum):
     SERVER_DONE = 5  # the server exited on its own with status 0
     CRASHED = 70  # an exception nothing else caught ended the worker (EX_SOFTWARE)
 
+
+# ---------------------------------------------------------------- stdin: the boot line, the lifeline
 
 STOP_LINE: Final = b"stop\n"  # written to a worker's lifeline before closing it: an orderly stop
 
@@ -41,3 +94,33 @@ class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):
 
 
 decode_worker_boot = total_decoder(msgspec.json.Decoder(WorkerBoot).decode)
+
+
+# ---------------------------------------------------------------- stderr: log lines
+#
+# A worker writes one line per record of its own log, ``<levelno> <text>`` (a record of several lines
+# is several lines at its level), and ``S <text>`` for each line its MCP server wrote to stderr.
+
+SERVER_MARK: Final = "S"  # the first word of a line of the server's own stderr
+LAST_WORD: Final = logging.CRITICAL  # the level of a worker's last word: why it is ending (``WorkerExit``)
+
+
+def log_lines(level: int, text: str) -> str:
+    """A record of the worker's log at ``level``: one ``<levelno> <line>`` line per line of ``text``."""
+    return "".join(f"{level} {line}\n" for line in text.splitlines() or [""])
+
+
+def server_line(text: str) -> str:
+    """A line the server wrote to its stderr, relayed."""
+    return f"{SERVER_MARK} {text}\n"
+
+
+def read_log_line(line: str) -> tuple[int | None, str] | None:
+    """One line of a worker's stderr: (its level, its text) for a record of the worker's log,
+    (None, its text) for a line of the server's stderr, None for a line in neither form."""
+    mark, _, text = line.partition(" ")
+    if mark == SERVER_MARK:
+        return None, text
+    if mark.isdigit():
+        return int(mark), text
+    return None

@@ -1,142 +1,60 @@
 """Load the ``mcpServers`` JSON config (Claude Desktop / Cursor / nanobot). Each server entry is checked
 on its own: a broken one becomes a :class:`ConfigProblem`, the rest still load; whole-file failures raise
-:class:`ConfigError`. Messages name servers, fields and variables, never env or header values."""
+:class:`ConfigError`. Messages name servers, fields and variables, never env or header values.
 
-import difflib
-import math
+Above: the CLI and the supervisor, which load the file and reload it (``supervisor.reload``). Below:
+the data model this builds (``supervisor.config_model``, every name of which is importable from
+here too) and the JSON decoding and messages (``supervisor.config_json``).
+"""
+
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import msgspec
 
+from supervisor.config_json import (
+    Malformed,
+    check_numbers,
+    decode_json,
+    escape,
+    explain,
+    fields_of,
+    got,
+    nesting,
+    position,
+    with_position,
+)
+from supervisor.config_model import (
+    DEFAULT_TOOL_TIMEOUT,
+    Config,
+    ConfigError,
+    ConfigProblem,
+    MissingVariable,
+    RootEntry,
+    SamplingHook,
+    ServerConfig,
+    ServerSpec,
+    SupervisorSettings,
+    Transport,
+)
 from supervisor.policy import POLICY_KEYS, RestartPolicy
 
 __all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
-__all__ += ["ServerConfig", "ServerSpec", "SupervisorSettings", "expand_vars", "find_config", "load_config"]
-__all__ += ["parse_config"]
-
-DEFAULT_TOOL_TIMEOUT = 30.0
-"""Seconds a tool call may run when neither the caller nor the config says otherwise."""
+__all__ += ["RootEntry", "SamplingHook", "ServerConfig", "ServerSpec", "SupervisorSettings"]
+__all__ += ["expand_vars", "find_config", "load_config", "parse_config"]
 
 _Env = Mapping[str, str]
 _PathArg = str | os.PathLike[str] | None
 _ENV_VAR = "MCP_SUPERVISOR_CONFIG"
-_Transport = Literal["stdio", "sse", "streamable-http"]
-_TRANSPORTS: dict[str, _Transport] = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
+_TRANSPORTS: dict[str, Transport] = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
 _TRANSPORTS |= {"streamable-http": "streamable-http", "streamablehttp": "streamable-http"}
 _ACCEPTED = "stdio, sse, streamable-http (or its aliases streamableHttp, http)"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_AT_RE = re.compile(r"(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
 _HTTP_URL_RE = re.compile(r"https?://[^/?#\s]", re.IGNORECASE)
-_GOT_RE = re.compile(r"got `([^`]*)`")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-_INT_RANGE = range(-(2**63), 2**63)  # what msgpack carries; a larger integer is a typo, never a setting
-
-
-class RootEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One root a server is told about on ``roots/list``: a ``file://`` URI (or an absolute path)."""
-
-    uri: str
-    name: str | None = None
-
-
-class SamplingHook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A program that answers a server's ``sampling/createMessage``: request params in, result out (JSON)."""
-
-    command: str
-    args: list[str] = []
-    timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0  # seconds; then the request is refused
-
-
-class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
-    """One entry of ``mcpServers`` exactly as written in the file."""
-
-    command: str | None = None
-    args: list[str] = []
-    env: dict[str, str] = {}
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = {}
-    type: str | None = None
-    transport: str | None = None
-    tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # "toolTimeout" in the file; must be > 0
-    disabled: bool = False
-    roots: list[str | RootEntry] = []  # answered on roots/list; none: roots are not offered
-    elicitation: Literal["decline", "defaults"] = "decline"
-    sampling: SamplingHook | None = None  # none: sampling is not offered, and refused
-    refresh_interval: Annotated[float, msgspec.Meta(gt=0)] | None = None  # seconds between tool re-lists
-
-
-class SupervisorSettings(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"
-):
-    """Supervisor-wide settings: the top-level ``"supervisor"`` object, less the policy defaults in it."""
-
-    shutdown_grace: Annotated[float, msgspec.Meta(ge=0)] = 5.0  # seconds in-flight calls get on shutdown
-    heartbeat_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # seconds between worker heartbeats
-    heartbeat_timeout: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # silence after which a worker is dead
-    worker_spawn: Literal["zygote", "exec"] = "zygote"  # fork workers from a pre-imported process, or exec
-    # Calls (and resources and prompts requests) in flight: one client's, and everyone's; past either,
-    # a new one is answered OVERLOADED at once.
-    max_calls_per_client: Annotated[int, msgspec.Meta(gt=0)] = 1000
-    max_calls_in_flight: Annotated[int, msgspec.Meta(gt=0)] = 10_000
-    # Replies queued for one client that does not read them; past it, replies to it are dropped (and its
-    # calls in flight with them). Read when the supervisor starts.
-    max_queued_replies: Annotated[int, msgspec.Meta(gt=0, le=2**31 - 1)] = 1000  # a ZeroMQ HWM is a C int
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """A validated, expanded server, ready to start (``env``/``headers`` are left out of repr)."""
-
-    name: str
-    transport: _Transport
-    command: str | None
-    args: tuple[str, ...]
-    env: dict[str, str] = field(repr=False)
-    cwd: str | None
-    url: str | None
-    headers: dict[str, str] = field(repr=False)
-    tool_timeout: float
-    disabled: bool
-    policy: RestartPolicy = field(default_factory=RestartPolicy)
-    roots: tuple[RootEntry, ...] = ()
-    elicitation: Literal["decline", "defaults"] = "decline"
-    sampling: SamplingHook | None = None
-    refresh_interval: float | None = None  # re-list the tools this often, for servers that never notify
-
-
-@dataclass(frozen=True)
-class ConfigProblem:
-    """Why one server (or, with ``server=None``, the file) was skipped; a single line."""
-
-    server: str | None
-    message: str
-
-
-@dataclass(frozen=True)
-class Config:
-    path: Path | None
-    servers: dict[str, ServerSpec]  # file order; disabled servers included with disabled=True
-    problems: list[ConfigProblem]  # servers that were skipped, with why
-    settings: SupervisorSettings = field(default_factory=SupervisorSettings)
-    defaults: RestartPolicy = field(default_factory=RestartPolicy)  # for servers that set no policy
-
-
-class ConfigError(Exception):
-    """The config file as a whole cannot be used; the message names the path and the reason."""
-
-
-class MissingVariable(ConfigError):
-    """``${name}`` was used without a default and ``name`` is not set."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"variable {name} is not set")
-        self.name = name
 
 
 class _Problem(Exception):
@@ -216,57 +134,45 @@ def load_config(path: _PathArg = None, *, environ: _Env | None = None) -> Config
     return parse_config(data, path=found, environ=env)
 
 
-def _got(message: object) -> str:
-    match = _GOT_RE.search(str(message))
-    return match.group(1) if match else "something else"
-
-
-def _with_position(message: str, data: bytes) -> str:
-    match = re.search(r"\(byte (\d+)\)", message)
-    if match is None:
-        return "unexpected end of file" if "truncated" in message else message
-    return message.replace(match.group(0), f"({_position(data, int(match.group(1)))})")
-
-
 def parse_config(data: bytes, *, path: Path | None = None, environ: _Env | None = None) -> Config:
     """Parse config file contents; ``path`` is only used in messages and in the result.
 
     Total: any bytes give a ``Config`` or a :class:`ConfigError` (text that is not UTF-8, nesting too
     deep, numbers out of range included); messages escape every non-printable character."""
     env = os.environ if environ is None else environ
-    where = _escape(str(path)) if path is not None else "<config>"
+    where = escape(str(path)) if path is not None else "<config>"
     data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        at = _position(data, exc.start)
+        at = position(data, exc.start)
         raise ConfigError(f"{where}: not UTF-8 text: byte 0x{data[exc.start]:02x} at {at}") from None
     try:
         return _parse(data, where, path, env)
-    except _Malformed as exc:
-        depth, offset = _deepest(data)
-        at = f": {depth} levels of arrays and objects, the deepest at {_position(data, offset)}"
+    except Malformed as exc:
+        depth, offset = nesting(data)
+        at = f": {depth} levels of arrays and objects, the deepest at {position(data, offset)}"
         at = at if str(exc) == "nested too deeply" else ""
         raise ConfigError(f"{where}: {exc}{at}") from None
 
 
 def _parse(data: bytes, where: str, path: Path | None, env: _Env) -> Config:
     try:
-        top = _json(data, dict[str, msgspec.Raw])
+        top = decode_json(data, dict[str, msgspec.Raw])
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"{where}: top level must be a JSON object, got {_got(exc)}") from None
-    except _Malformed:
+        raise ConfigError(f"{where}: top level must be a JSON object, got {got(exc)}") from None
+    except Malformed:
         raise
     except msgspec.DecodeError as exc:
-        raise ConfigError(f"{where}: not valid JSON: {_with_position(str(exc), data)}") from None
+        raise ConfigError(f"{where}: not valid JSON: {with_position(str(exc), data)}") from None
     key = "mcpServers" if "mcpServers" in top else "servers" if "servers" in top else None
     if key is None:
-        found = _escape(", ".join(repr(k) for k in list(top)[:10]) or "none")
+        found = escape(", ".join(repr(k) for k in list(top)[:10]) or "none")
         raise ConfigError(f'{where}: no "mcpServers" object at the top level (keys found: {found})')
     try:
-        entries = _json(top[key], dict[str, msgspec.Raw])
+        entries = decode_json(top[key], dict[str, msgspec.Raw])
     except msgspec.ValidationError as exc:
-        raise ConfigError(f'{where}: "{key}" must be an object of server entries, got {_got(exc)}') from None
+        raise ConfigError(f'{where}: "{key}" must be an object of server entries, got {got(exc)}') from None
     settings, defaults = _supervision(top.get("supervisor"), where)
     servers: dict[str, ServerSpec] = {}
     problems: list[ConfigProblem] = []
@@ -274,84 +180,8 @@ def _parse(data: bytes, where: str, path: Path | None, env: _Env) -> Config:
         try:
             servers[name] = _build_server(name, raw, env, defaults)
         except _Problem as exc:
-            problems.append(ConfigProblem(server=name, message=_escape(f"server {name!r}: {exc}")))
+            problems.append(ConfigProblem(server=name, message=escape(f"server {name!r}: {exc}")))
     return Config(path=path, servers=servers, problems=problems, settings=settings, defaults=defaults)
-
-
-class _Malformed(msgspec.DecodeError):
-    """Internal: bytes msgspec cannot even skip (too deep); as ``supervisor.protocol.MalformedMessage``,
-    which this module cannot import (protocol imports config)."""
-
-
-def _json(data: bytes, type: Any = Any) -> Any:
-    """``msgspec.json.decode``, total: invalid UTF-8 and deep nesting are ``_Malformed`` (a DecodeError)."""
-    try:
-        return msgspec.json.decode(data, type=type)
-    except UnicodeDecodeError as exc:
-        raise _Malformed(f"a string is not valid UTF-8 ({exc.reason})") from None
-    except RecursionError:
-        raise _Malformed("nested too deeply") from None
-
-
-def _fields(raw: bytes, fail: Callable[[str], Exception]) -> Any:
-    """A JSON value; a number out of range (``1e999``, which msgspec will not make ``inf``) is reported
-    through ``fail`` naming the top-level field it is in."""
-    try:
-        return _json(raw)
-    except msgspec.ValidationError as exc:  # the only one decoding to Any raises: "Number out of range"
-        try:
-            fields = _json(raw, dict[str, msgspec.Raw])
-        except msgspec.ValidationError:
-            raise fail(_explain(str(exc))) from None
-        for key, value in fields.items():
-            try:
-                _json(value)
-            except msgspec.ValidationError:
-                raise fail(f"field {key!r}: number out of range") from None
-        raise fail(_explain(str(exc))) from None
-
-
-def _check_numbers(value: msgspec.Struct, fail: Callable[[str], Exception], prefix: str = "") -> None:
-    """Every float of ``value`` (and of structs in it) is finite, every int fits in 64 bits."""
-    for info in msgspec.structs.fields(value):
-        item = getattr(value, info.name)
-        name = f"{prefix}{info.encode_name}"
-        if isinstance(item, msgspec.Struct):
-            _check_numbers(item, fail, f"{name}.")
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise fail(f"field {name!r}: must be a finite number of seconds, got {item}")
-        elif isinstance(item, int) and not isinstance(item, bool) and item not in _INT_RANGE:
-            raise fail(f"field {name!r}: number out of range")
-
-
-def _escape(text: str) -> str:
-    """``text`` with every non-printable character (newline, escape, ...) as its Python escape, so a
-    message never carries control characters into a log or a terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _deepest(data: bytes) -> tuple[int, int]:
-    """How deeply arrays and objects nest in JSON text, and the offset where that depth is first reached."""
-    depth = deepest = where = 0
-    in_string = escaped = False
-    for offset, byte in enumerate(data):
-        if in_string:
-            escaped, in_string = (False, True) if escaped else (byte == 0x5C, byte != 0x22)  # \ and "
-        elif byte == 0x22:
-            in_string = True
-        elif byte in b"[{":
-            depth += 1
-            if depth > deepest:
-                deepest, where = depth, offset
-        elif byte in b"]}":
-            depth -= 1
-    return deepest, where
-
-
-def _position(data: bytes, offset: int) -> str:
-    line, line_start = data.count(b"\n", 0, offset) + 1, data.rfind(b"\n", 0, offset) + 1
-    column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
-    return f"line {line}, column {column}"
 
 
 def _split_policy(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -366,46 +196,21 @@ def _supervision(raw: msgspec.Raw | None, where: str) -> tuple[SupervisorSetting
         return SupervisorSettings(), RestartPolicy()
 
     def fail(text: str) -> ConfigError:
-        return ConfigError(_escape(f'{where}: "supervisor": {text}'))
+        return ConfigError(escape(f'{where}: "supervisor": {text}'))
 
-    data = _fields(raw, fail)
+    data = fields_of(raw, fail)
     try:
         policy, rest = _split_policy(msgspec.convert(data, dict[str, Any]))
         settings, defaults = msgspec.convert(rest, SupervisorSettings), msgspec.convert(policy, RestartPolicy)
     except msgspec.ValidationError as exc:
-        raise fail(_explain(str(exc), SupervisorSettings)) from None
-    _check_numbers(settings, fail)
-    _check_numbers(defaults, fail)
+        raise fail(explain(str(exc), SupervisorSettings)) from None
+    check_numbers(settings, fail)
+    check_numbers(defaults, fail)
     return settings, defaults
 
 
-_NESTED: dict[str, type[msgspec.Struct]] = {"roots": RootEntry, "sampling": SamplingHook}
-
-
-def _explain(message: str, struct: type[msgspec.Struct] = ServerConfig) -> str:
-    """Turn a msgspec validation message into one that names the field in the file."""
-    match = _AT_RE.fullmatch(message)
-    text, path = (match.group("text"), (match.group("path") or "").lstrip(".")) if match else (message, "")
-    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", text, re.DOTALL)
-    if unknown:
-        name = unknown.group(1)
-        nested = _NESTED.get(re.split(r"[.\[]", path)[0]) if path else None
-        known = [f.encode_name for f in msgspec.structs.fields(nested or struct)]
-        known += [] if nested else sorted(POLICY_KEYS)
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
-        return f"unknown field {name!r}{f' in {path}' if path else ''} ({hint})"
-    text = _escape(text.replace("`", "'"))
-    text = text[:1].lower() + text[1:]
-    if path and path != "[...]":  # "[...]": a key of a mapping msgspec does not name
-        return f"field {path!r}: {text}"
-    return (
-        f"entry must be a JSON object, got {_got(message)}" if text.startswith("expected 'object'") else text
-    )
-
-
-def _declared_transport(cfg: ServerConfig) -> _Transport | None:
-    declared: dict[str, _Transport] = {}
+def _declared_transport(cfg: ServerConfig) -> Transport | None:
+    declared: dict[str, Transport] = {}
     for key, value in (("type", cfg.type), ("transport", cfg.transport)):
         if value is None:
             continue
@@ -418,7 +223,7 @@ def _declared_transport(cfg: ServerConfig) -> _Transport | None:
     return next(iter(declared.values()), None)
 
 
-def _infer_transport(command: str | None, url: str | None) -> _Transport:
+def _infer_transport(command: str | None, url: str | None) -> Transport:
     if command:
         return "stdio"
     if url:
@@ -433,7 +238,7 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         raise _Problem("server name is longer than 64 characters")
     if not name.isprintable():
         raise _Problem("server name must be printable: no newline, tab, escape or other control character")
-    entry = _fields(raw, _Problem)
+    entry = fields_of(raw, _Problem)
     overrides, rest = _split_policy(entry) if isinstance(entry, dict) else ({}, entry)
     try:
         cfg = msgspec.convert(rest, ServerConfig)
@@ -443,9 +248,9 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
             else defaults
         )
     except msgspec.ValidationError as exc:
-        raise _Problem(_explain(str(exc))) from None
-    _check_numbers(cfg, _Problem)
-    _check_numbers(policy, _Problem)
+        raise _Problem(explain(str(exc))) from None
+    check_numbers(cfg, _Problem)
+    check_numbers(policy, _Problem)
     declared = _declared_transport(cfg)
     if not cfg.tool_timeout > 0:
         raise _Problem(f'"toolTimeout" must be greater than 0 seconds, got {cfg.tool_timeout}')

@@ -18,7 +18,7 @@ from typing import Final
 import trio
 
 from supervisor._process import kill_adopted, kill_group
-from supervisor.boot import STOP_LINE
+from supervisor.boot import STOP_LINE, is_worker_cmdline
 from supervisor.spawn import WorkerProcess
 
 __all__ = ["close_lifeline", "reap"]
@@ -56,7 +56,7 @@ _OWN_CMDLINE: Final = Path("/proc/self/cmdline").read_bytes()
 
 def _is_ours(pid: int, cmdline: bytes) -> bool:
     """A worker (or a child being forked into one): never taken for an adopted orphan."""
-    return b"\0-m\0workers\0" in cmdline or cmdline == _OWN_CMDLINE
+    return is_worker_cmdline(cmdline) or cmdline == _OWN_CMDLINE
 
 
 async def close_lifeline(stream: trio.abc.SendStream) -> None:

@@ -8,25 +8,20 @@ name, the later one gets a stable suffix derived from (server, tool) and a
 warning is logged. A tool whose ``inputSchema`` is not a valid JSON Schema
 object is left out with a warning naming the server and the tool (a worker
 already leaves such tools out when it lists them, ``workers.listing``, with the
-same ``schema_problem``: this is the registry's own guard).
+same ``schema_problem`` of ``supervisor.schemas``: this is the registry's own guard).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import re
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
-
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
-import msgspec
+from typing import Final
 
 from supervisor.protocol import ToolInfo, WorkerTool
+from supervisor.schemas import json_schema_problem, schema_problem
 
 __all__ = [
     "MAX_NAME_LENGTH",
@@ -42,10 +37,8 @@ __all__ = [
 log = logging.getLogger("mcp_supervisor.registry")
 
 MAX_NAME_LENGTH: Final = 64  # what OpenAI-style function calling accepts
-SCHEMA_VERDICTS: Final = 4096  # schemas whose check is remembered (by their JSON)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _UNDERSCORES = re.compile(r"_{2,}")
-_encode_json = msgspec.json.Encoder(order="deterministic").encode
 
 
 def sanitize(name: str) -> str:
@@ -87,44 +80,6 @@ def server_of(name: str, servers: Iterable[str]) -> str | None:
     when several do (servers ``a`` and ``a_b``), or None."""
     owners = [server for server in servers if name.startswith(sanitize(f"mcp_{server}") + "_")]
     return max(owners, key=lambda server: len(sanitize(server)), default=None)
-
-
-def schema_problem(schema: Any) -> str | None:
-    """Why ``schema`` is not a usable tool ``inputSchema``, or None when it is."""
-    if not isinstance(schema, dict):
-        return f"inputSchema is {type(schema).__name__}, not an object"
-    if schema.get("type", "object") != "object":
-        return f"inputSchema has type {schema.get('type')!r}, not 'object'"
-    problem = json_schema_problem(schema)
-    return f"inputSchema {problem}" if problem else None
-
-
-def json_schema_problem(schema: dict[str, Any]) -> str | None:
-    """Why ``schema`` is not valid JSON Schema (of the draft it names, else 2020-12), or None.
-
-    Checking a schema against its metaschema costs about a millisecond; the verdicts on the
-    ``SCHEMA_VERDICTS`` schemas checked last are kept, so listing the same tools again is cheap.
-    """
-    try:
-        key = _encode_json(schema)
-    except (TypeError, ValueError):  # not JSON (a test's Python object): check it as it is
-        return _check_schema(schema)
-    return _cached_check(key)
-
-
-@functools.lru_cache(maxsize=SCHEMA_VERDICTS)
-def _cached_check(key: bytes) -> str | None:
-    return _check_schema(msgspec.json.decode(key))
-
-
-def _check_schema(schema: dict[str, Any]) -> str | None:
-    try:
-        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path) or "(root)"
-        return f"is not valid JSON Schema at {where}: {exc.message}"
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from contextlib import suppress
 from typing import Final, Literal, Protocol
 
 import trio
+
+from supervisor.boot import worker_argv, zygote_argv
 
 __all__ = ["ForkedWorker", "Spawner", "WorkerProcess"]
 
@@ -53,13 +54,9 @@ class WorkerProcess(Protocol):
     def kill(self) -> None: ...
 
 
-def worker_command(name: str) -> list[str]:
-    return [sys.executable, "-m", "workers", name]
-
-
 async def exec_worker(name: str) -> trio.Process:
     return await trio.lowlevel.open_process(
-        worker_command(name), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        worker_argv(name), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
 
 
@@ -176,7 +173,7 @@ class Spawner:
         ours.setblocking(False)
         try:
             self._zygote = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "workers", "--zygote"],
+                zygote_argv(),
                 stdin=theirs.fileno(),
                 stdout=subprocess.DEVNULL,
             )

@@ -1,11 +1,12 @@
 """A worker's stderr, read by its keeper: log lines and its server's stderr, into our log.
 
-The worker writes one line per record: ``<levelno> <text>`` for its own log,
-``S <text>`` for a line its MCP server wrote to stderr (see
-``workers.worker``). Server lines, and the worker's errors, are kept in a
-short tail for crash reports. A CRITICAL line is the worker's last word: why
-it is ending (``start-up failed: tools/list: ...``, ``worker failed: KeyError:
-...``); it is kept as ``last_word`` for the keeper's ``last_error``, not in the tail.
+Above: the keeper, which pumps its worker's stderr here and reads ``last_word`` and ``report()``
+when the worker ends. Below: the worker's stderr pipe. The line format is ``supervisor.boot``'s:
+the worker writes one line per record, ``<levelno> <text>`` for its own log, ``S <text>`` for a
+line its MCP server wrote to stderr (``workers.logs``). Server lines, and the worker's errors, are
+kept in a short tail for crash reports. A ``LAST_WORD`` (CRITICAL) line is the worker's last word:
+why it is ending (``start-up failed: tools/list: ...``, ``worker failed: KeyError: ...``); it is
+kept as ``last_word`` for the keeper's ``last_error``, not in the tail.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections import deque
 from typing import Final
 
 import trio
+
+from supervisor.boot import LAST_WORD, read_log_line
 
 __all__ = ["WorkerLog"]
 
@@ -60,17 +63,19 @@ class WorkerLog:
                 self.line(line[:MAX_LINE].decode(errors="replace"))
 
     def line(self, line: str) -> None:
-        kind, _, text = line.partition(" ")
-        if kind == "S":
+        read = read_log_line(line)
+        if read is None:  # neither form (a traceback printed before logging was set up, say)
+            if line:
+                log.info("[%s] %s", self.server, line)
+            return
+        level, text = read
+        if level is None:  # the server's stderr
             self.tail.append(text)
             server_log.info("[%s] %s", self.server, text)
-        elif kind.isdigit():
-            level = int(kind)
-            if level >= logging.CRITICAL:
-                self.last_word = text
-                level = logging.ERROR  # the keeper logs why, at ERROR: one failed worker is no emergency
-            elif level >= logging.ERROR:
-                self.tail.append(text)
-            log.log(level, "[%s] %s", self.server, text)
-        elif line:
-            log.info("[%s] %s", self.server, line)
+            return
+        if level >= LAST_WORD:
+            self.last_word = text
+            level = logging.ERROR  # the keeper logs why, at ERROR: one failed worker is no emergency
+        elif level >= logging.ERROR:
+            self.tail.append(text)
+        log.log(level, "[%s] %s", self.server, text)

@@ -1,6 +1,6 @@
 """Resources and prompts of one worker's server: listings (every page), reads and prompt gets.
 
-Above: ``workers.worker``, which runs each ``Fetch`` under its budget and maps the SDK's
+Above: ``workers.calls``, which runs each ``Fetch`` under its budget and maps the SDK's
 errors to codes. Below: the worker's ``mcp.Client`` session.
 
 Listings are read by ``workers.listing`` (every page, entry by entry: one bad entry is left out
@@ -14,7 +14,7 @@ says so, without asking the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 import msgspec
 import pydantic
@@ -22,6 +22,7 @@ from mcp import Client
 from mcp_types import GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate
 
 from supervisor.protocol import (
+    ErrorCode,
     Fetch,
     PromptInfo,
     PromptResult,
@@ -43,7 +44,7 @@ _M = TypeVar("_M", bound=pydantic.BaseModel)
 class CatalogError(Exception):
     """A request this server cannot serve, with the wire error code to answer."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -75,6 +76,8 @@ class Catalog:
                 return await self.read(client, fetch.target)
             case "prompts/get":
                 return await self.get_prompt(client, fetch.target, fetch.prefixed, fetch.arguments)
+            case _:
+                assert_never(fetch.method)
 
     async def resources(self, client: Client) -> list[Entry]:
         if client.server_capabilities.resources is None:

@@ -1,10 +1,10 @@
 """Tolerant listings: a server's ``tools/list`` (``prompts/list``, ``resources/list``,
 ``resources/templates/list``) read page by page and entry by entry, so one bad entry costs only itself.
 
-Above: ``workers.worker`` (tools, at start-up and whenever they may have changed) and
+Above: ``workers.tools`` (tools, at start-up and whenever they may have changed) and
 ``workers.catalog`` (prompts, resources and templates, when a client asks). Below: a ``Pager``, which
 sends one list request and returns its result: on a stdio server the worker's own request
-(``StdioServer.request``), as raw JSON, whose entries are then decoded one by one (an entry with
+(``OwnRequests.request``), as raw JSON, whose entries are then decoded one by one (an entry with
 invalid UTF-8 is left out, not the page); on a remote one the session's, as JSON values the SDK's
 models have not checked (``workers.sdk``).
 The SDK's own ``list_tools`` checks a whole page against its model: one tool with an odd schema
@@ -15,14 +15,14 @@ The rules:
 - a page must be an object holding an array of entries, else the listing fails (``ListingFailed``,
   naming the method; so does raw JSON that does not decode around its entries, a lone surrogate
   escape say; an answer nested deeper than msgspec recurses, about 1000 levels, already fails its
-  request: ``workers.stdio``); ``nextCursor`` is followed
+  request: ``workers.own_requests``); ``nextCursor`` is followed
   for at most ``MAX_LIST_PAGES`` pages, and one that is not a string ends the listing with a
   warning (the entries so far are served);
 - an entry that is not an object, has no string name, repeats an earlier name (the first is kept),
   or nests deeper than ``MAX_ENTRY_DEPTH`` is left out with a warning;
 - a tool's ``inputSchema``: missing or ``{}`` means no declared arguments, served as
   ``NO_ARGUMENTS``; an object without ``type`` gets ``"type": "object"`` (arguments always are one);
-  anything else must be a valid JSON Schema of an object (``supervisor.registry.schema_problem``),
+  anything else must be a valid JSON Schema of an object (``supervisor.schemas.schema_problem``),
   and on 2026-07-28 sessions carry valid ``x-mcp-header`` annotations, or the tool is left out with
   a warning; an unusable ``outputSchema``, ``description``, ``title`` or ``annotations`` is dropped
   with a warning and the tool served (its results then unchecked);
@@ -43,7 +43,7 @@ import pydantic
 from mcp.shared.inbound import find_invalid_x_mcp_header
 
 from supervisor.protocol import WorkerTool, total_decoder
-from supervisor.registry import json_schema_problem, schema_problem
+from supervisor.schemas import json_schema_problem, schema_problem
 from workers.values import json_problem
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Coalesces one call's progress notifications before they go to the supervisor.
 
-Above: the worker's ``_call``, which sends what ``ProgressRelay`` hands it as
+Above: a call (``workers.calls``), which sends what ``ProgressRelay`` hands it as
 ``InvokeProgress``. Below: the worker's stdio transport, which hands each
 ``notifications/progress`` to ``hold`` as it reads it (and starts ``pace`` when
 told to); or the SDK, which calls the relay (its ``ProgressFnT``) once per

@@ -38,7 +38,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from supervisor.config import SamplingHook, ServerSpec
+from supervisor.config_model import SamplingHook, ServerSpec
 
 __all__ = ["ServerRequests", "fill_defaults"]
 

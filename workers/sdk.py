@@ -1,14 +1,14 @@
 """What a worker needs from an ``mcp.ClientSession`` beyond its public API (SDK 2.3), in one place.
 
-Above: ``workers.worker`` and ``workers.catalog``. Below: the session's private parts, used the way
-the SDK's own ``Client`` and ``subscriptions`` modules use them:
+Above: ``workers.session``, ``workers.tools`` and ``workers.catalog``. Below: the session's private
+parts, used the way the SDK's own ``Client`` and ``subscriptions`` modules use them:
 
 - ``raw_request``: a request whose result comes back as plain JSON values, not checked against the
   SDK's result model, so that one bad entry in a listing does not fail the whole page (the session's
   ``send_request`` validates every result against its wire model first);
 - ``envelope``: the ``_meta`` the session stamps on its own requests (2026-07-28: protocol version,
   client info and capabilities; None on older protocol versions), for the worker's own requests on
-  a stdio server (``StdioServer.request``);
+  a stdio server (``OwnRequests.request``);
 - ``absorb_tools``: hand the session a listing the worker read itself, so the per-tool state it
   derives from ``tools/list`` (2026-07-28 ``x-mcp-header`` maps) matches what the worker serves;
   without it the session's ``call_tool`` would list the tools itself, with the strict model, before

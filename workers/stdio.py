@@ -2,19 +2,17 @@
 
 Below: the server process, in its own session and process group, speaking
 newline-delimited JSON-RPC on stdin/stdout. Above: ``mcp.Client``, which takes
-any async context manager that yields a (read stream, write stream) pair.
+any async context manager that yields a (read stream, write stream) pair; and
+the worker's own requests (``own``, ``workers.own_requests``).
 
 It does what the SDK's ``stdio_client`` does, plus what a supervisor needs:
 the server's pid, each stderr line handed to a callback (for the log and for
 crash reports), an event set when the process exits, and bounded line sizes
 so a server printing garbage cannot grow the worker's memory without bound.
 
-It also carries the worker's own requests beside the session's (``request``):
-the hot path of a tool call. Such a request is written as JSON by msgspec and
-its answer is recognised by its id (above ``OWN_IDS``, far from the session's,
-which count up from 0) before anything parses it, and handed back as raw JSON;
-its ``notifications/progress`` (the request's id is its progress token) go to
-the request's callback as they are read.
+It also carries the worker's own requests beside the session's (``own``):
+the hot path of a tool call. Each line the server writes on stdout is offered to
+them first: their answers and progress are recognised by id before anything parses them.
 Everything else the server writes goes to the session, parsed as before. A line that is not
 JSON-RPC (not JSON, invalid UTF-8, nesting deeper than a decoder recurses) is dropped with a
 rate-limited warning: nothing on stdout can end the worker. Both
@@ -30,27 +28,24 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import anyio.abc
 import mcp_types as types
-import msgspec
 import trio
 from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
-from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from supervisor._process import kill_adopted, kill_group
-from supervisor.protocol import ProgressCallback, total_decoder
+from workers.own_requests import OwnRequests
 from workers.ratelimit import RateLimit
 
 __all__ = ["CommandNotFound", "StdioServer"]
@@ -63,50 +58,6 @@ KILL_REAP: Final = 2.0  # seconds for the kernel to report a SIGKILLed process g
 MAX_LINE: Final = 16 * 1024 * 1024  # bytes; a longer stdout line is dropped, not buffered forever
 MAX_STDERR_LINE: Final = 4096  # characters kept of one stderr line
 READ_CHUNK: Final = 256 * 1024
-OWN_IDS: Final = 1 << 40  # the worker's own requests have ids above this (exact in JavaScript too)
-_ABSENT: Final = msgspec.Raw(b"")
-
-
-class _Head(msgspec.Struct):
-    """What a line from the server is routed on; the result or error stays raw JSON."""
-
-    id: int | str | None = None
-    method: str | None = None
-    params: msgspec.Raw = _ABSENT
-    result: msgspec.Raw = _ABSENT
-    error: msgspec.Raw = _ABSENT
-
-
-class _Progress(msgspec.Struct, rename="camel"):
-    progress_token: int | str
-    progress: float
-    total: float | None = None
-    message: str | None = None
-
-
-class _Error(msgspec.Struct):
-    code: int
-    message: str
-    data: Any = None
-
-
-# Total: a line with invalid UTF-8 or nesting deeper than msgspec recurses is a DecodeError like any other.
-_decode_head = total_decoder(msgspec.json.Decoder(_Head).decode)
-_decode_error = total_decoder(msgspec.json.Decoder(_Error).decode)
-_decode_progress = total_decoder(msgspec.json.Decoder(_Progress).decode)
-_encode = msgspec.json.Encoder().encode
-
-
-class _Pending:
-    """One of the worker's own requests, waiting for its answer."""
-
-    __slots__ = ("answered", "error", "progress", "result")
-
-    def __init__(self, progress: ProgressCallback | None) -> None:
-        self.progress = progress  # its progress callback; its id is the progress token
-        self.answered = trio.Event()
-        self.result = _ABSENT
-        self.error: MCPError | None = None
 
 
 class CommandNotFound(Exception):
@@ -149,12 +100,9 @@ class StdioServer:
         self._outbox: list[bytes] = []  # lines for the server's stdin, written by one task
         self._outbox_filled = trio.Event()
         self._stdin: int | None = None  # the pipe's fd while it is open and no write is under way
-        self._pending: dict[int, _Pending] = {}  # the worker's own requests by id
-        self._last_id = OWN_IDS
-        self._closed = False  # the server's stdout has ended: no answer will come
+        self.own = OwnRequests(self._write)  # the worker's own requests: the hot path
         self._stopping = False  # we are ending the server (stop or kill)
         self.hung_up = False  # the server closed its stdout or exited before we began to end it
-        self.envelope: dict[str, Any] | None = None  # ``_meta`` for our requests (``workers.sdk.envelope``)
 
     @property
     def pid(self) -> int | None:
@@ -163,42 +111,6 @@ class StdioServer:
     @property
     def returncode(self) -> int | None:
         return self.process.returncode if self.process is not None else None
-
-    async def request(
-        self, method: str, params: dict[str, Any], progress: ProgressCallback | None = None
-    ) -> msgspec.Raw:
-        """Send a request of the worker's own and return its result as raw JSON.
-
-        The request carries the ``_meta`` the session stamps on its own (the 2026-07-28 envelope:
-        protocol version, client info and capabilities; nothing on older protocol versions), and
-        with ``progress`` a progress token: the server's progress notifications for it are handed
-        to ``progress`` as they are read, so all of them before the answer. A JSON-RPC error, or
-        the server's stdout ending first, raises ``MCPError``, as the session's requests do.
-        Cancelled, it sends the server ``notifications/cancelled``.
-        """
-        if self._closed:
-            raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
-        self._last_id += 1
-        request_id = self._last_id
-        meta = self.envelope
-        if progress is not None:
-            meta = {**(meta or {}), "progressToken": request_id}
-        if meta is not None:
-            params = {**params, "_meta": meta}
-        pending = self._pending[request_id] = _Pending(progress)
-        line = _encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        self._write(line, at_once=len(self._pending) == 1)
-        try:
-            await pending.answered.wait()
-        finally:
-            if self._pending.pop(request_id, None) is not None:  # abandoned before its answer
-                cancel = {"requestId": request_id, "reason": "caller cancelled"}
-                self._write(
-                    _encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
-                )
-        if pending.error is not None:
-            raise pending.error
-        return pending.result
 
     def _write(self, line: bytes, *, at_once: bool = False) -> None:
         """Queue ``line`` for the server's stdin; ``at_once``: write it now if the pipe is idle, has room."""
@@ -214,51 +126,6 @@ class StdioServer:
             return
         self._outbox += (line, b"\n")
         self._outbox_filled.set()
-
-    def _settle(self, head: _Head) -> None:
-        """Hand an answer to the worker's own request that waits for it."""
-        assert isinstance(head.id, int)
-        pending = self._pending.pop(head.id, None)
-        if pending is None:
-            log.debug("answer to abandoned request %d dropped", head.id)
-            return
-        if head.result:
-            pending.result = head.result
-        elif not head.error:
-            pending.error = MCPError(
-                types.INTERNAL_ERROR, "server answered with neither a result nor an error"
-            )
-        else:
-            try:
-                error = _decode_error(head.error)
-            except msgspec.DecodeError as exc:
-                shown = bytes(head.error)[:200].decode(errors="replace")
-                pending.error = MCPError(
-                    types.INTERNAL_ERROR, f"server sent a malformed error ({exc}): {shown}"
-                )
-            else:
-                pending.error = MCPError(error.code, error.message, error.data)
-        pending.answered.set()
-
-    def _relay_progress(self, head: _Head) -> bool:
-        """Hand a progress notification to the request of ours it is for; False if it is not."""
-        try:
-            params = _decode_progress(head.params)
-        except msgspec.DecodeError:
-            return False  # the session's parser decides
-        token = params.progress_token
-        pending = self._pending.get(token) if isinstance(token, int) else None
-        if pending is None or pending.progress is None:
-            return False
-        pending.progress(params.progress, params.total, params.message)
-        return True
-
-    def _close_pending(self) -> None:
-        self._closed = True
-        for pending in self._pending.values():
-            pending.error = MCPError(types.CONNECTION_CLOSED, "Connection closed")
-            pending.answered.set()
-        self._pending.clear()
 
     def kill(self) -> None:
         """SIGKILL the server's process group now (the orderly stop still runs afterwards)."""
@@ -329,27 +196,13 @@ class StdioServer:
                             dropping = True
             finally:
                 self.hung_up = self.hung_up or not self._stopping
-                self._close_pending()
+                self.own.close()
 
     async def _deliver(
         self, line: bytes, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]
     ) -> None:
-        if not line.strip():
+        if not line.strip() or self.own.take(line):
             return
-        try:
-            head = _decode_head(line)
-        except msgspec.DecodeError as exc:
-            # Not JSON-RPC as far as routing goes: the session's parser decides, and warns. But an
-            # answer of ours nested too deeply to decode still ends its request, at once.
-            pending = self._pending.pop(own, None) if (own := _answer_id(line)) is not None else None
-            if pending is not None:
-                pending.error = MCPError(types.INTERNAL_ERROR, f"the server's answer does not decode: {exc}")
-                return pending.answered.set()
-        else:
-            if isinstance(head.id, int) and head.id > OWN_IDS and head.method is None:
-                return self._settle(head)
-            if head.method == "notifications/progress" and self._pending and self._relay_progress(head):
-                return
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
@@ -416,27 +269,6 @@ class StdioServer:
         # Whatever escaped the group (a double-forked daemon) was re-parented to us: end it too.
         # Its zombie is reaped on SIGCHLD, or by the supervisor once we have exited.
         kill_adopted(keep=lambda pid, _cmdline: False)
-
-
-_TOKENS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}:]')  # strings, and what nests or names
-_INTEGER_VALUE: Final = re.compile(rb"\s*(\d+)\s*[,}]")
-
-
-def _answer_id(line: bytes) -> int | None:
-    """The integer ``id`` at the top level of a JSON object, found by a scan that does not recurse
-    (for a line nested too deeply to decode), or None."""
-    depth, previous = 0, b""
-    for match in _TOKENS.finditer(line):
-        token = match.group()
-        if token in (b"{", b"["):
-            depth += 1
-        elif token in (b"}", b"]"):
-            depth -= 1
-        elif token == b":" and depth == 1 and previous == b'"id"':
-            value = _INTEGER_VALUE.match(line, match.end())
-            return int(value.group(1)) if value else None
-        previous = token
-    return None
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:

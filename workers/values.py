@@ -1,7 +1,7 @@
 """JSON values from other processes, checked without recursion: a caller's arguments and a server's
 listing entries.
 
-Above: ``workers.worker`` (a tool call's arguments), ``workers.catalog`` (a prompt's arguments) and
+Above: ``workers.calls`` (a tool call's arguments), ``workers.catalog`` (a prompt's arguments) and
 ``workers.listing`` (each entry of a server's listing). Below: msgspec.
 
 A caller's arguments arrive as msgpack bytes the supervisor relayed untouched (``msgspec.Raw``).

@@ -77,7 +77,7 @@ def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
             os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         random.seed()  # not the zygote's sequence
-        sys.argv = [sys.argv[0], name]
+        sys.argv = [sys.argv[0], name]  # as an exec'd worker has it (``supervisor.boot.worker_argv``)
         set_process_name(f"mcp-w {name}")
         from workers.worker import main
 

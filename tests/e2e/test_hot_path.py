@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
 LEGACY_SERVER = Path(__file__).parent.parent / "servers" / "legacy_server.py"
-OWN_IDS = 1 << 40  # the worker's own requests have ids above this (workers/stdio.py)
+OWN_IDS = 1 << 40  # the worker's own requests have ids above this (workers/own_requests.py)
 
 
 @pytest.fixture

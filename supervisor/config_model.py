@@ -1,0 +1,127 @@
+"""The config's data model: a server entry as written in the file, the supervisor's settings, a
+server as validated and expanded (``ServerSpec``), and a loaded file (``Config``) with its problems.
+
+Above: ``supervisor.config``, which finds, reads and parses the file into these (its messages
+phrased by ``supervisor.config_json``); the keepers and the supervisor, which run what they say;
+and the workers, which get their server's ``ServerSpec`` in the boot line (``supervisor.boot``).
+Below: ``supervisor.policy`` (each server's restart policy) and msgspec. The file's structs forbid
+unknown fields, so a typo is a problem that names the field.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+from supervisor.policy import RestartPolicy
+
+__all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
+__all__ += ["RootEntry", "SamplingHook", "ServerConfig", "ServerSpec", "SupervisorSettings", "Transport"]
+
+DEFAULT_TOOL_TIMEOUT = 30.0
+"""Seconds a tool call may run when neither the caller nor the config says otherwise."""
+
+Transport = Literal["stdio", "sse", "streamable-http"]
+
+
+class RootEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One root a server is told about on ``roots/list``: a ``file://`` URI (or an absolute path)."""
+
+    uri: str
+    name: str | None = None
+
+
+class SamplingHook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A program that answers a server's ``sampling/createMessage``: request params in, result out (JSON)."""
+
+    command: str
+    args: list[str] = []
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0  # seconds; then the request is refused
+
+
+class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
+    """One entry of ``mcpServers`` exactly as written in the file."""
+
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = {}
+    type: str | None = None
+    transport: str | None = None
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # "toolTimeout" in the file; must be > 0
+    disabled: bool = False
+    roots: list[str | RootEntry] = []  # answered on roots/list; none: roots are not offered
+    elicitation: Literal["decline", "defaults"] = "decline"
+    sampling: SamplingHook | None = None  # none: sampling is not offered, and refused
+    refresh_interval: Annotated[float, msgspec.Meta(gt=0)] | None = None  # seconds between tool re-lists
+
+
+class SupervisorSettings(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"
+):
+    """Supervisor-wide settings: the top-level ``"supervisor"`` object, less the policy defaults in it."""
+
+    shutdown_grace: Annotated[float, msgspec.Meta(ge=0)] = 5.0  # seconds in-flight calls get on shutdown
+    heartbeat_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # seconds between worker heartbeats
+    heartbeat_timeout: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # silence after which a worker is dead
+    worker_spawn: Literal["zygote", "exec"] = "zygote"  # fork workers from a pre-imported process, or exec
+    # Calls (and resources and prompts requests) in flight: one client's, and everyone's; past either,
+    # a new one is answered OVERLOADED at once.
+    max_calls_per_client: Annotated[int, msgspec.Meta(gt=0)] = 1000
+    max_calls_in_flight: Annotated[int, msgspec.Meta(gt=0)] = 10_000
+    # Replies queued for one client that does not read them; past it, replies to it are dropped (and its
+    # calls in flight with them). Read when the supervisor starts.
+    max_queued_replies: Annotated[int, msgspec.Meta(gt=0, le=2**31 - 1)] = 1000  # a ZeroMQ HWM is a C int
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A validated, expanded server, ready to start (``env``/``headers`` are left out of repr)."""
+
+    name: str
+    transport: Transport
+    command: str | None
+    args: tuple[str, ...]
+    env: dict[str, str] = field(repr=False)
+    cwd: str | None
+    url: str | None
+    headers: dict[str, str] = field(repr=False)
+    tool_timeout: float
+    disabled: bool
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    roots: tuple[RootEntry, ...] = ()
+    elicitation: Literal["decline", "defaults"] = "decline"
+    sampling: SamplingHook | None = None
+    refresh_interval: float | None = None  # re-list the tools this often, for servers that never notify
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """Why one server (or, with ``server=None``, the file) was skipped; a single line."""
+
+    server: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    servers: dict[str, ServerSpec]  # file order; disabled servers included with disabled=True
+    problems: list[ConfigProblem]  # servers that were skipped, with why
+    settings: SupervisorSettings = field(default_factory=SupervisorSettings)
+    defaults: RestartPolicy = field(default_factory=RestartPolicy)  # for servers that set no policy
+
+
+class ConfigError(Exception):
+    """The config file as a whole cannot be used; the message names the path and the reason."""
+
+
+class MissingVariable(ConfigError):
+    """``${name}`` was used without a default and ``name`` is not set."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"variable {name} is not set")
+        self.name = name

@@ -1,0 +1,293 @@
+"""Calls and fetches: each ``Invoke`` and ``Fetch`` answered on its own, under its own budget.
+
+Above: the link (``workers.link``), which hands each call here as it arrives (``invoke``,
+``fetch``), and the session (``workers.session``), which says when the session is ready and which
+tools the server has (``ready``, ``know``), and is told when a call finds the session gone. Below:
+the server: on a stdio server the worker's own ``tools/call`` (the hot path,
+``workers.own_requests``, which also hands it the call's progress), the SDK's ``call_tool`` on a
+remote one, and ``workers.catalog`` for resources and prompts.
+
+A call's arguments are decoded totally (``workers.values``) and checked against the tool's
+``inputSchema``; its result is checked (``workers.results``) and against the tool's
+``outputSchema``, on every transport (``supervisor.schemas`` builds the validators). On expiry of
+its budget the caller gets ``TIMEOUT`` and the server is sent ``notifications/cancelled``. A call
+that asks for progress gets the server's notifications as ``InvokeProgress`` (coalesced by
+``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
+finished by the session's callbacks (``_provide_input``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import httpx2
+import jsonschema.exceptions
+import jsonschema.protocols
+import msgspec
+import referencing.exceptions
+import trio
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_PARAMS,
+    CallToolResult,
+    ErrorData,
+    InputRequiredResult,
+    InputResponses,
+)
+from pydantic import ValidationError
+
+from supervisor.protocol import (
+    ErrorCode,
+    Fetch,
+    Invoke,
+    InvokeProgress,
+    InvokeResult,
+    ProgressCallback,
+    ToolResult,
+    WorkerTool,
+    encode,
+)
+from supervisor.schemas import validator
+from workers.catalog import Catalog, CatalogError
+from workers.link import Link
+from workers.progress import ProgressRelay
+from workers.results import InvalidResult, decode_tool_result, to_tool_result
+from workers.stdio import StdioServer
+from workers.values import InvalidArguments, decode_arguments
+
+__all__ = ["Calls"]
+
+log = logging.getLogger("mcp_supervisor.worker")
+
+STATE_ONLY_RETRY: Final = 0.05  # seconds before retrying a call the server answered with state only
+
+Validators = dict[str, jsonschema.protocols.Validator | None]
+
+
+class Calls:
+    """Serves ``Invoke`` and ``Fetch`` once the session is ready; until then each is ``UNAVAILABLE``.
+
+    Each call runs in ``tasks`` (the worker's nursery), as does the pacing of its progress; a call
+    that finds the session gone awaits ``lost`` (which ends the worker) instead of answering.
+    """
+
+    def __init__(
+        self,
+        link: Link,
+        tasks: trio.Nursery,
+        server: StdioServer | None,
+        catalog: Catalog,
+        lost: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self._link = link
+        self._tasks = tasks
+        self._server = server  # for stdio servers: the hot path
+        self._catalog = catalog
+        self._lost = lost
+        self._client: Client | None = None  # once the session is ready
+        self._validators: Validators = {}  # of arguments
+        self._output_validators: Validators = {}  # of results
+
+    def ready(self, client: Client, tools: list[WorkerTool]) -> None:
+        """The session is ready, with these tools: calls are served from now on."""
+        self.know(tools)
+        self._client = client
+
+    def know(self, tools: list[WorkerTool]) -> None:
+        """The server's tools (at start-up, and whenever they changed)."""
+        self._validators = {tool.name: validator(tool.input_schema) for tool in tools}
+        self._output_validators = {tool.name: validator(tool.output_schema) for tool in tools}
+
+    def invoke(self, command: Invoke) -> None:
+        if self._client is None:
+            self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
+        else:
+            self._tasks.start_soon(self._call, self._client, command)
+
+    def fetch(self, command: Fetch) -> None:
+        if self._client is None:
+            self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
+        else:
+            self._tasks.start_soon(self._fetch, self._client, command)
+
+    async def _call(self, client: Client, invoke: Invoke) -> None:
+        call = invoke.call
+        try:
+            arguments = decode_arguments(invoke.arguments)
+        except InvalidArguments as exc:
+            return self._link.fail(call, "INVALID_ARGUMENTS", str(exc))
+        if invoke.tool not in self._validators:
+            return self._link.fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
+        if error := self._schema_error(self._validators, invoke.tool, "inputSchema", arguments):
+            where = "/".join(str(part) for part in error.absolute_path) or "arguments"
+            return self._link.fail(
+                call, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}"
+            )
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
+
+        async def call_tool() -> bytes:
+            relay = self._progress_relay(call) if invoke.progress else None
+            try:
+                if self._server is not None:
+                    result = await self._call_stdio(client, self._server, invoke.tool, arguments, relay)
+                else:
+                    sdk_result = await client.call_tool(invoke.tool, arguments, progress_callback=relay)
+                    result = to_tool_result(sdk_result)
+            finally:
+                if relay is not None:
+                    relay.close()  # what it holds goes before the answer, nothing after
+            self._check_output(invoke.tool, result)
+            return encode(result)
+
+        what = f"tool {invoke.tool!r}"
+        await self._answer(call, what, f"a call to {invoke.tool!r}", invoke.budget, call_tool)
+
+    async def _call_stdio(
+        self,
+        client: Client,
+        server: StdioServer,
+        tool: str,
+        arguments: dict[str, Any],
+        relay: ProgressRelay | None,
+    ) -> ToolResult:
+        """The hot path: the worker's own ``tools/call``, its JSON result checked."""
+        hold: ProgressCallback | None = None
+        if relay is not None:
+            tasks = self._tasks
+
+            def hold(progress: float, total: float | None, message: str | None) -> None:
+                if relay.hold(progress, total, message):
+                    tasks.start_soon(relay.pace)  # it sends nothing once the relay is closed
+
+        raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold)
+        result = decode_tool_result(raw)
+        if result is None:  # the server asks for input first: the session's callbacks answer
+            return to_tool_result(await _provide_input(client, tool, arguments, raw, relay))
+        return result
+
+    def _check_output(self, tool: str, result: ToolResult) -> None:
+        """Raise ``InvalidResult`` when a result breaks the tool's ``outputSchema``. The worker checks
+        results itself, on every transport: the session is given no output schemas (``workers.sdk``)."""
+        if self._output_validators.get(tool) is None or result.is_error:
+            return
+        if result.structured_content is None:
+            raise InvalidResult("no structuredContent, though the tool has an outputSchema")
+        structured = result.structured_content
+        if error := self._schema_error(self._output_validators, tool, "outputSchema", structured):
+            where = "/".join(str(part) for part in error.absolute_path) or "structuredContent"
+            raise InvalidResult(
+                f"structuredContent does not match the outputSchema: {where}: {error.message}"
+            )
+
+    def _schema_error(
+        self, validators: Validators, tool: str, which: str, instance: Any
+    ) -> jsonschema.exceptions.ValidationError | None:
+        """The most relevant way ``instance`` breaks the tool's schema, or None. A schema whose ``$ref``
+        does not resolve cannot check anything: it is dropped, with a warning, and the server decides."""
+        check = validators.get(tool)
+        if check is None:
+            return None
+        try:
+            if check.is_valid(instance):
+                return None
+            error: jsonschema.exceptions.ValidationError | None = jsonschema.exceptions.best_match(
+                check.iter_errors(instance)
+            )
+        except referencing.exceptions.Unresolvable as exc:
+            log.warning(
+                "tool %r: its %s has a $ref that does not resolve (%s); not checked", tool, which, exc
+            )
+            validators[tool] = None
+            return None
+        return error
+
+    async def _fetch(self, client: Client, fetch: Fetch) -> None:
+        """A resources or prompts request, under its budget and with the error codes of a tool call."""
+        what = f"{fetch.method} {fetch.target}".rstrip()
+        log.debug("fetch %s", what)
+
+        async def fetched() -> bytes:
+            return encode(await self._catalog.fetch(client, fetch))
+
+        # A prompt's arguments are the caller's; other requests name nothing the caller can fix.
+        invalid: ErrorCode = "INVALID_ARGUMENTS" if fetch.method == "prompts/get" else "SERVER_ERROR"
+        await self._answer(fetch.call, what, what, fetch.budget, fetched, invalid)
+
+    async def _answer(
+        self,
+        call: int,
+        what: str,
+        during: str,
+        budget: float,
+        work: Callable[[], Awaitable[bytes]],
+        invalid_params: ErrorCode = "INVALID_ARGUMENTS",
+    ) -> None:
+        """Run ``work`` (a request to the server) within ``budget`` and send its result, or the failure
+        with its error code; a closed session ends the worker instead."""
+        fail = self._link.fail
+        try:
+            with trio.CancelScope(deadline=trio.current_time() + budget) as scope:
+                result = await work()
+            if scope.cancelled_caught:
+                return fail(
+                    call, "TIMEOUT", f"{what} ran past its {budget:g} s budget; the server was sent a cancel"
+                )
+        except CatalogError as exc:
+            return fail(call, exc.code, exc.message)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                # The session is gone: end the worker; the supervisor fails this call
+                # (WORKER_CRASHED with the server's last stderr lines, or SERVER_ERROR for a remote one).
+                return await self._lost(during)
+            code = invalid_params if exc.code == INVALID_PARAMS else "SERVER_ERROR"
+            return fail(call, code, f"{what}: {exc} (JSON-RPC error {exc.code})")
+        except (ValidationError, InvalidResult) as exc:
+            return fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {exc}")
+        except OverflowError:  # msgspec, encoding what the server sent for the supervisor
+            why = "an integer that does not fit in 64 bits (the wire carries no larger)"
+            return fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {why}")
+        except httpx2.HTTPError as exc:
+            return fail(call, "SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # boundary: one request's failure must not end the worker
+            log.exception("%s failed", what)
+            return fail(call, "INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
+        self._link.send(InvokeResult(call=call, result=msgspec.Raw(result)))
+
+    def _progress_relay(self, call: int) -> ProgressRelay:
+        """The server's progress for ``call``, relayed as ``InvokeProgress`` (coalesced), all before
+        the call's own answer."""
+        link = self._link
+
+        def send(progress: float, total: float | None, message: str | None) -> None:
+            link.send(InvokeProgress(call=call, progress=progress, total=total, message=message))
+
+        return ProgressRelay(send)
+
+
+async def _provide_input(
+    client: Client, tool: str, arguments: dict[str, Any], raw: msgspec.Raw, relay: ProgressRelay | None
+) -> CallToolResult:
+    """Finish a call whose first answer asks for input (2026-07-28): answer that round's requests through
+    the session's callbacks, then the session retries with the answers (and runs any further rounds)."""
+    first = InputRequiredResult.model_validate_json(bytes(raw), by_name=False)
+    responses: InputResponses | None = None
+    if first.input_requests:
+        responses = {}
+        for key, request in first.input_requests.items():
+            meta = request.params.meta if request.params is not None else None
+            context = ClientRequestContext(session=client.session, request_id=key, meta=meta)
+            answer = await client.session.dispatch_input_request(context, request)
+            if isinstance(answer, ErrorData):
+                raise MCPError.from_error_data(answer)
+            responses[key] = answer
+    else:
+        await trio.sleep(STATE_ONLY_RETRY)
+    return await client.call_tool(
+        tool, arguments, progress_callback=relay, input_responses=responses, request_state=first.request_state
+    )

@@ -1,0 +1,290 @@
+"""The session's life: start the server and the session, serve until something ends them, say why.
+
+Above: ``workers.worker``, which runs one ``Worker`` in ``trio.run`` and exits with its
+``WorkerExit`` status. Below: one ``mcp.Client`` session over the server's transport
+(``workers.stdio``, or ``workers.remote`` for a remote server); beside it, the link
+(``workers.link``), the calls it serves (``workers.calls``) and the server's tools
+(``workers.tools``).
+
+A worker starts the server (reporting ``Started`` with its pid), initializes, lists every tool and
+sends ``Ready``; then it serves calls, follows the tools and pings the server every
+``pingInterval``. It ends, the first reason winning (``_end``), when:
+
+- the lifeline closes: after ``stop``, an orderly stop (the session, then the server: stdin,
+  SIGTERM, SIGKILL); without it the supervisor died (even by kill -9), and the server is SIGKILLed
+  at once (``LIFELINE``);
+- the server exits on its own (``SERVER_DONE`` for status 0, else ``SERVER_DIED``), its
+  connection closes, or it does not answer a ping (``SERVER_DIED``);
+- start-up fails (``START_FAILED``), with its last word: one ``LAST_WORD`` log line with the
+  cause, e.g. ``start-up failed: tools/list: ...``, the keeper's ``last_error``.
+
+The worker is a child subreaper: a server's descendant that escapes its process group is
+re-parented here and killed with the server; its zombie is reaped on SIGCHLD.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final
+
+import httpx2
+import trio
+from mcp import Client
+from mcp.client._transport import TransportStreams
+from mcp.shared.exceptions import MCPError
+from mcp_types import Implementation, ToolListChangedNotification
+from pydantic import ValidationError
+
+from supervisor import __version__
+from supervisor._process import reap_on_sigchld
+from supervisor.boot import LAST_WORD, STOP_LINE, WorkerBoot, WorkerExit
+from supervisor.protocol import Ready, Started, ToolsChanged, WorkerTool
+from workers import sdk
+from workers.calls import Calls
+from workers.catalog import Catalog
+from workers.link import Link
+from workers.listing import ListingFailed, Pager
+from workers.logs import StderrRelay, one_line
+from workers.remote import HttpTrouble, connect_remote
+from workers.requests import ServerRequests
+from workers.stdio import CommandNotFound, StdioServer
+from workers.tools import ToolWatch
+
+__all__ = ["Worker", "first_leaf"]
+
+log = logging.getLogger("mcp_supervisor.worker")
+
+EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's exit being noticed
+
+
+class Worker:
+    def __init__(self, boot: WorkerBoot, link: Link) -> None:
+        self.boot = boot
+        self.link = link
+        self.exit_code = WorkerExit.LIFELINE
+        self.server: StdioServer | None = None  # for stdio servers: the process
+        self.http = HttpTrouble()  # for remote servers: the last HTTP error status
+        self.requests = ServerRequests(boot.spec)  # what the server asks of us: roots, input, sampling
+        self.tools = ToolWatch(boot.server, self._pager, boot.spec.refresh_interval)
+        self.catalog = Catalog(boot.server, self._pager)  # resources and prompts
+        self._scope = trio.CancelScope()
+
+    async def run(self) -> int:
+        spec = self.boot.spec
+        relay = StderrRelay(self.boot.stderr_lines_per_second)
+        transport: AbstractAsyncContextManager[TransportStreams]
+        if spec.transport == "stdio":
+            assert spec.command is not None, "stdio servers have a command (checked by the config loader)"
+            try:
+                self.server = StdioServer(
+                    spec.command, list(spec.args), env=dict(spec.env), cwd=spec.cwd, on_stderr=relay
+                )
+            except CommandNotFound as exc:
+                log.log(LAST_WORD, "start-up failed: %s", exc)
+                return WorkerExit.START_FAILED
+            transport = self.server.connect()
+        else:
+            transport = connect_remote(spec, self.http)
+        async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
+            calls = Calls(self.link, nursery, self.server, self.catalog, self._connection_closed)
+            nursery.start_soon(self._watch_lifeline)
+            if self.server is not None:
+                nursery.start_soon(self._watch_server, self.server)
+                nursery.start_soon(self._report_spawn, self.server)
+            nursery.start_soon(self.link.serve, calls)
+            nursery.start_soon(reap_on_sigchld, self._trio_children)
+            nursery.start_soon(relay.report_forever)
+            phase = "initialize"  # what the session is doing; "" once it serves
+            try:
+                async with Client(
+                    transport,
+                    cache=None,
+                    client_info=Implementation(name="mcp-supervisor", version=__version__),
+                    message_handler=self._on_message,
+                    **self.requests.client_options(),
+                ) as client:
+                    if self.server is not None:
+                        self.server.own.envelope = sdk.envelope(client.session)
+                    phase = "tools/list"
+                    tools = await self.tools.list_all(client)
+                    calls.ready(client, tools)
+                    server_pid = self.server.pid if self.server is not None else None
+                    self.link.send(
+                        Ready(tools=tools, server_pid=server_pid, server_name=_server_name(client))
+                    )
+                    phase = ""
+
+                    def tools_changed(listed: list[WorkerTool]) -> None:
+                        calls.know(listed)
+                        self.link.send(ToolsChanged(tools=listed))
+
+                    async with trio.open_nursery() as session_tasks:
+                        session_tasks.start_soon(
+                            self.tools.follow, client, tools, session_tasks, tools_changed
+                        )
+                        await self._keep_alive(client)
+            except* Exception as group:  # SDK task groups wrap them
+                if not await self._session_failed(phase, first_leaf(group)):
+                    raise  # a bug of ours: main() reports it
+            self._end(self.exit_code)
+        return self.exit_code
+
+    async def _session_failed(self, phase: str, failure: BaseException) -> bool:
+        """The session ended with ``failure`` during ``phase``: end the worker, saying why; False when
+        the failure is no session's (a bug, for ``main`` to report)."""
+        if self._scope.cancel_called:  # already ending, for a reason given before
+            log.debug("session ended: %s: %s", type(failure).__name__, failure)
+            return True
+        if self.server is not None and self.server.hung_up:  # it went first: its exit status says why
+            await self._server_exits()
+            self._server_ended(self.server.returncode)
+            return True
+        if phase:
+            cause = (
+                str(failure)
+                if isinstance(failure, ListingFailed)
+                else f"{phase}: {self.http.explain(failure)}"
+            )
+            self._give_up(WorkerExit.START_FAILED, f"start-up failed: {cause}")
+            return True
+        if isinstance(failure, OSError | MCPError | httpx2.HTTPError | ValidationError):
+            log.error("the session with the server failed: %s", self.http.explain(failure))
+            self._end(WorkerExit.SERVER_DIED)
+            return True
+        return False
+
+    async def _connection_closed(self, during: str) -> None:
+        """A call found the session gone: end the worker (the supervisor fails the call)."""
+        if not await self._server_exits():
+            log.error(
+                "the connection to the server closed during %s%s",
+                during,
+                self.http.cause(self.boot.spec.url),
+            )
+            self._end(WorkerExit.SERVER_DIED)
+
+    def _pager(self, client: Client) -> Pager:
+        """List requests of the worker's own: on a stdio server through the hot path (raw JSON), on a
+        remote one through the session (JSON values); neither checked by the SDK's models."""
+        server = self.server
+        if server is None:
+            return functools.partial(sdk.raw_request, client.session)
+        own = server.own
+
+        async def request(method: str, params: dict[str, Any]) -> Any:
+            return await own.request(method, params)  # raw JSON, decoded entry by entry
+
+        return request
+
+    async def _on_message(self, message: object) -> None:
+        """The session's messages outside requests: a tool list change (handshake-era servers notify
+        this way); transport failures, kept to explain what follows."""
+        if isinstance(message, ToolListChangedNotification):
+            self.tools.changed()
+        elif isinstance(message, Exception):
+            self.http.note(message)
+            log.debug("transport: %s: %s", type(message).__name__, message)
+        await trio.lowlevel.checkpoint()
+
+    async def _report_spawn(self, server: StdioServer) -> None:
+        await server.spawned.wait()
+        assert server.pid is not None
+        self.link.send(Started(server_pid=server.pid))
+
+    def _trio_children(self) -> set[int] | None:
+        """Children that trio reaps itself (the server, sampling programs), or None while one is spawned."""
+        hooks = self.requests.children()
+        if self.server is None or hooks is None:
+            return hooks
+        pid = self.server.pid
+        return None if pid is None and not self.server.exited.is_set() else hooks | {pid} if pid else hooks
+
+    async def _server_exits(self) -> bool:
+        """After the session broke: does the server process exit? (Then its status says why.)"""
+        if self.server is None:
+            return False
+        with trio.move_on_after(EXIT_NOTICE):
+            await self.server.exited.wait()
+        return self.server.exited.is_set()
+
+    def _end(self, exit_code: int) -> None:
+        """Stop everything; the first reason to end wins."""
+        if not self._scope.cancel_called:
+            self.exit_code = WorkerExit(exit_code)
+            self._scope.cancel()
+
+    async def _watch_lifeline(self) -> None:
+        """Our stdin: ``stop`` then end-of-file is an orderly stop; end-of-file alone, a dead supervisor."""
+        orderly = False
+        while True:
+            await trio.lowlevel.wait_readable(0)
+            data = os.read(0, 4096)
+            if not data:
+                break
+            orderly = orderly or STOP_LINE in data
+        if not orderly:
+            # The supervisor died (kill -9?): nobody waits for an orderly stop, so leave no
+            # server behind even for a moment.
+            log.error("supervisor is gone; stopping at once")
+            if self.server is not None:
+                self.server.kill()
+        self._end(WorkerExit.LIFELINE)
+
+    async def _watch_server(self, server: StdioServer) -> None:
+        """A server that ends on its own ends the worker; one we stopped, whoever stopped it explains."""
+        await server.exited.wait()
+        if server.hung_up:
+            self._server_ended(server.returncode)
+
+    def _server_ended(self, code: int | None) -> None:
+        if self._scope.cancel_called:
+            return
+        if code == 0:
+            log.warning("server process exited with status 0")
+            self._end(WorkerExit.SERVER_DONE)
+        else:
+            if code is None:
+                how = "closed its stdout"  # and had not exited when last looked at
+            else:
+                how = f"exited with code {code}" if code > 0 else f"was killed by signal {-code}"
+            log.error("server process %s", how)
+            self._end(WorkerExit.SERVER_DIED)
+
+    def _give_up(self, code: WorkerExit, reason: str) -> None:
+        """End the worker for ``reason``, its last word (a ``LAST_WORD`` line: ``last_error``)."""
+        if not self._scope.cancel_called:
+            log.log(LAST_WORD, "%s", one_line(reason))
+            self._end(code)
+
+    async def _keep_alive(self, client: Client) -> None:
+        """Ping the server every ``pingInterval`` (if set); one that does not answer ends the worker."""
+        interval = self.boot.spec.policy.ping_interval
+        if interval is None:
+            await trio.sleep_forever()
+            return
+        while True:
+            await trio.sleep(interval)
+            try:
+                with trio.fail_after(interval):
+                    await client.send_ping()
+            except (trio.TooSlowError, MCPError, ValidationError) as exc:
+                log.error("server did not answer a ping within %g s: %s", interval, exc or "timed out")
+                if self.server is not None:
+                    self.server.kill()  # it is unresponsive: no orderly stop to wait for
+                self._end(WorkerExit.SERVER_DIED)
+                return
+
+
+def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception that is not itself a group."""
+    first = group.exceptions[0]
+    return first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _server_name(client: Client) -> str:
+    info = client.server_info
+    return f"{info.name} {info.version}" if info is not None else ""
