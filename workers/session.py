@@ -61,6 +61,8 @@ EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's ex
 
 
 class Worker:
+    """One server's session, from start to the first reason to end it (``exit_code``)."""
+
     def __init__(self, boot: WorkerBoot, link: Link) -> None:
         self.boot = boot
         self.link = link
