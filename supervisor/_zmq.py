@@ -180,6 +180,30 @@ class Poller:
         os.close(self._wakeup)
 
 
+def new_dealer(ctx: zmq.Context[zmq.Socket[bytes]], *, routing_id: bytes | None = None) -> zmq.Socket[bytes]:
+    """A DEALER with the options every DEALER here needs, not yet connected: no HWM (a request or event
+    is never dropped or blocked on by the sender), ``LINGER`` 0 and ``MAXMSGSIZE``; ``routing_id`` for
+    a worker incarnation."""
+    sock = ctx.socket(zmq.DEALER)
+    if routing_id is not None:
+        sock.setsockopt(zmq.ROUTING_ID, routing_id)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+    return sock
+
+
+def new_subscriber(ctx: zmq.Context[zmq.Socket[bytes]]) -> zmq.Socket[bytes]:
+    """A SUB to every topic, not yet connected: no HWM (a slow reader is the publisher's to drop),
+    ``LINGER`` 0."""
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.SUBSCRIBE, b"")
+    return sock
+
+
 def bind_publisher(
     ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, *, curve: ServerKeys | None = None
 ) -> zmq.Socket[bytes]:

@@ -121,6 +121,6 @@ def read_log_line(line: str) -> tuple[int | None, str] | None:
     mark, _, text = line.partition(" ")
     if mark == SERVER_MARK:
         return None, text
-    if mark.isdigit():
+    if mark.isdecimal():
         return int(mark), text
     return None

@@ -9,10 +9,8 @@ The supervisor publishes on a PUB socket (its endpoint is in ``status``):
   subscriber that missed an event (or joined between a listing and a change)
   notices within a second.
 
-``EventWatch`` (blocking) and ``AsyncEventWatch`` yield the first two.
-``ToolCache`` holds the tool list: it lists once, then applies each change as it
-arrives; when a version is missed it lists again. Reading it never asks the
-supervisor anything.
+``EventWatch`` (blocking) and ``AsyncEventWatch`` yield the first two; the tool
+caches of ``supervisor.tool_cache`` read all three.
 
 Each takes ``keys`` as the client stubs do (``supervisor.keys``): on a
 ``tcp://`` events endpoint the subscription is CurveZMQ, and a refused
@@ -21,8 +19,9 @@ handshake ends ``join`` with ``SupervisorAuthenticationError``.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+import math
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from time import monotonic
 from typing import Final, Self
 
@@ -30,21 +29,20 @@ import anyio
 import msgspec
 import zmq
 
-from supervisor._zmq import fd_of, readable
+from supervisor._zmq import fd_of, new_subscriber, readable
 from supervisor.curve import HandshakeWatch
+from supervisor.dial import dial
 from supervisor.errors import SupervisorAuthenticationError, SupervisorUnreachableError
-from supervisor.keys import Keys, client_keys, needs_curve
-from supervisor.paths import ipc_path
+from supervisor.keys import Keys, client_keys
 from supervisor.protocol import (
     Event,
     RegistryChanged,
     RegistryVersion,
     StateChanged,
-    ToolInfo,
     decode_event,
 )
 
-__all__ = ["AsyncEventWatch", "EventWatch", "ToolCache"]
+__all__ = ["AsyncEventWatch", "EventWatch", "PublicEvent"]
 
 PublicEvent = RegistryChanged | StateChanged
 JOIN_TIMEOUT: Final = 5.0  # seconds for a subscription to see its first event (beacons come every second)
@@ -54,25 +52,10 @@ JOIN_SLICE: Final = 0.1  # seconds between looks at the handshakes while joining
 def _subscriber(
     ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, keys: Keys
 ) -> tuple[zmq.Socket[bytes], HandshakeWatch | None]:
-    path = ipc_path(endpoint)
-    if path is not None and not path.exists():
-        raise SupervisorUnreachableError(f"no events at {endpoint}: {path} does not exist")
-    curve = client_keys(keys, endpoint)
-    sock = ctx.socket(zmq.SUB)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVHWM, 0)
-    sock.setsockopt(zmq.SUBSCRIBE, b"")
-    if curve is not None:
-        curve.connect(sock)
-    watch = HandshakeWatch(sock, endpoint, curve) if needs_curve(endpoint) else None
-    try:
-        sock.connect(endpoint)
-    except zmq.ZMQError as exc:
-        if watch is not None:
-            watch.close()
-        sock.close(linger=0)
-        raise SupervisorUnreachableError(f"cannot connect to {endpoint!r}: {exc}") from exc
-    return sock, watch
+    def missing(path: Path) -> str:
+        return f"no events at {endpoint}: {path} does not exist"
+
+    return dial(lambda: new_subscriber(ctx), endpoint, client_keys(keys, endpoint), missing)
 
 
 def _not_joined(endpoint: str, timeout: float, watch: HandshakeWatch | None) -> SupervisorUnreachableError:
@@ -154,7 +137,7 @@ class AsyncEventWatch:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._sock, self._watch = _subscriber(self._ctx, endpoint, keys)
-        self._early: list[PublicEvent] = []
+        self._early: list[Event] = []
 
     async def join(self, timeout: float = JOIN_TIMEOUT) -> None:
         """Wait until the subscription is live (the first event, at most a beacon interval away)."""
@@ -177,6 +160,27 @@ class AsyncEventWatch:
             if not readable(watch.monitor):
                 await anyio.wait_readable(watch.fd)
         scope.cancel()
+
+    async def next_any(self, timeout: float | None = None) -> Event | None:
+        """The next event, the version beacons included, or None after ``timeout`` seconds (None: wait
+        for ever)."""
+        if self._early:
+            return self._early.pop(0)
+        with anyio.move_on_after(math.inf if timeout is None else timeout):
+            return await self._next_any()
+        return None
+
+    def next_nowait(self) -> Event | None:
+        """The next event if one has come, else None."""
+        if self._early:
+            return self._early.pop(0)
+        while True:
+            try:
+                event = _decode(self._sock.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                return None
+            if event is not None:
+                return event
 
     async def _next_any(self) -> Event:
         fd = fd_of(self._sock)
@@ -208,68 +212,10 @@ class AsyncEventWatch:
 
     async def _events(self) -> AsyncIterator[PublicEvent]:
         while self._early:
-            yield self._early.pop(0)
+            early = self._early.pop(0)
+            if isinstance(early, (RegistryChanged, StateChanged)):
+                yield early
         while True:
             event = await self._next_any()
             if isinstance(event, (RegistryChanged, StateChanged)):
                 yield event
-
-
-class ToolCache:
-    """The supervisor's tool list, kept current by its events (blocking; thread-safe).
-
-    ``tools()`` applies the changes that arrived since the last read and returns the list; it
-    lists again only when a version was missed. Made by ``SupervisorClient.tool_cache()``.
-    """
-
-    def __init__(
-        self, endpoint: str, list_tools: Callable[[], tuple[list[ToolInfo], int]], *, keys: Keys = None
-    ) -> None:
-        self._watch = EventWatch(endpoint, keys=keys)
-        self._list_tools = list_tools
-        self._lock = threading.Lock()
-        self._tools: dict[str, ToolInfo] = {}
-        self.version = -1
-        self.relists = 0  # how many times it had to list again (a missed version)
-        self._watch.join()
-        self._relist()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._watch.close()
-
-    def tools(self, wait: float = 0.0) -> list[ToolInfo]:
-        """The current tools; with ``wait``, first wait up to that many seconds for a change."""
-        with self._lock:
-            event = self._watch.next_any(wait) if wait > 0 else None
-            while True:
-                if event is not None:
-                    self._apply(event)
-                event = self._watch.next_any(0)
-                if event is None:
-                    return list(self._tools.values())
-
-    def _apply(self, event: Event) -> None:
-        if isinstance(event, RegistryVersion):
-            if event.version != self.version:
-                self._relist()
-        elif isinstance(event, RegistryChanged) and event.version > self.version:
-            if event.version != self.version + 1:
-                self._relist()
-                return
-            for name in event.removed:
-                self._tools.pop(name, None)
-            for info in [*event.added, *event.changed]:
-                self._tools[info.name] = info
-            self.version = event.version
-
-    def _relist(self) -> None:
-        tools, version = self._list_tools()
-        self._tools = {info.name: info for info in tools}
-        self.version = version
-        self.relists += 1

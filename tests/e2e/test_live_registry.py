@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
 from supervisor.client import AsyncSupervisorClient
@@ -133,6 +134,36 @@ def test_async_watch_sees_a_new_tool_on_asyncio(start_supervisor: Start) -> None
 
     event = asyncio.run(main())
     assert (event.server, [info.name for info in event.added]) == ("live", ["mcp_live_async_fresh"])
+
+
+async def _async_cache_follows_a_change(endpoint: str, sup: SupervisorProcess) -> tuple[str, set[str], int]:
+    """Through an async client: its events endpoint, and a tool cache that sees a tool added and one
+    removed by the server, never listing again for them."""
+    async with AsyncSupervisorClient(endpoint) as client:
+        events = await client.events_endpoint()
+        before = await client.tool_list()
+        async with await client.tool_cache() as cache:
+            assert {tool.name for tool in await cache.tools()} == {tool.name for tool in before.tools}
+            relists = cache.relists
+            await client.call_tool("mcp_live_change_tools", {"add": ["fresh"], "remove": ["pid"]})
+            with anyio.fail_after(15):
+                names = {tool.name for tool in await cache.tools()}
+                while "mcp_live_fresh" not in names:
+                    names = {tool.name for tool in await cache.tools(wait=0.5)}
+            assert cache.version == before.version + 1
+            return events, names, cache.relists - relists
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_async_client_has_the_events_endpoint_and_a_tool_cache_kept_by_events(
+    start_supervisor: Start, backend: str
+) -> None:
+    sup = start_supervisor({"live": stdio_test_server(), "other": stdio_test_server()})
+    events, names, relists = anyio.run(_async_cache_follows_a_change, sup.endpoint, sup, backend=backend)
+    assert events == sup.client.events_endpoint()
+    assert "mcp_live_pid" not in names and "mcp_other_pid" in names
+    assert relists == 0  # the change came as an event: no listing again
+    assert names == {tool.name for tool in sup.client.list_tools()}
 
 
 def test_a_handshake_era_server_announcing_a_change_by_notification_is_listed_again(

@@ -48,3 +48,13 @@ def test_a_line_in_neither_form_is_read_as_none() -> None:
     assert read_log_line("Traceback (most recent call last):") is None
     assert read_log_line("") is None
     assert log_lines(logging.CRITICAL, "start-up failed: no") == "50 start-up failed: no\n"
+
+
+@given(st.text())
+def test_reading_any_line_at_all_gives_a_level_and_text_or_none_and_never_raises(line: str) -> None:
+    read = read_log_line(line)
+    assert read is None or isinstance(read[1], str)
+
+
+def test_a_line_that_starts_with_a_digit_that_is_no_number_is_read_as_none() -> None:
+    assert read_log_line("² squared") is None

@@ -1,0 +1,271 @@
+"""``AsyncSupervisorClient``: the client stub for asyncio and trio (through anyio).
+
+Above: agents' async code, as ``async with AsyncSupervisorClient() as sup``. Beside it: the blocking
+``SupervisorClient`` (``supervisor.client``), with the same methods; both are one line per method
+over the shared core (``supervisor.exchanges``). Below: one DEALER (``supervisor.dial``) and one
+reader task that hands each reply to the request waiting for its id, so any number of tasks may call
+at once on one client; a failed CURVE handshake ends every waiting request with its reason.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+import anyio
+import anyio.abc
+import msgspec
+import zmq
+from anyio.streams.memory import MemoryObjectSendStream
+
+from supervisor._zmq import fd_of, new_dealer, readable
+from supervisor.curve import HandshakeWatch
+from supervisor.dial import dial, no_answer, unreachable
+from supervisor.errors import SupervisorError
+from supervisor.events import AsyncEventWatch
+from supervisor.exchanges import REQUEST_TIMEOUT, Exchange, Requests, openai_tool
+from supervisor.keys import ClientKeys, Keys, client_keys
+from supervisor.paths import resolve_endpoint
+from supervisor.protocol import (
+    CallProgress,
+    FrontReply,
+    FrontRequest,
+    FrontStats,
+    ProgressCallback,
+    PromptInfo,
+    PromptResult,
+    ReloadSummary,
+    ResourceInfo,
+    ResourceResult,
+    ResourceTemplateInfo,
+    ServerStatus,
+    ToolInfo,
+    ToolList,
+    ToolResult,
+    decode_front_reply,
+    encode,
+)
+from supervisor.tool_cache import AsyncToolCache
+
+__all__ = ["AsyncSupervisorClient"]
+
+_T = TypeVar("_T")
+
+
+class AsyncSupervisorClient:
+    """Async client for asyncio and trio; use it as ``async with``. ``keys``: see ``supervisor.client``."""
+
+    def __init__(
+        self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT, keys: Keys = None
+    ) -> None:
+        self.endpoint = resolve_endpoint(endpoint)
+        self.keys = client_keys(keys, self.endpoint)
+        self.request_timeout = request_timeout
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._sock: zmq.Socket[bytes] | None = None
+        self._watch: HandshakeWatch | None = None
+        self._requests = Requests()
+        self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
+        self._open: AsyncExitStack | None = None  # what __aexit__ undoes
+        self._reading: anyio.CancelScope | None = None
+
+    async def __aenter__(self) -> Self:
+        async with AsyncExitStack() as stack:
+            stack.callback(self._ctx.destroy, linger=0)
+            self._sock, self._watch = dial(
+                lambda: new_dealer(self._ctx), self.endpoint, self.keys, unreachable(self.endpoint)
+            )
+            stack.callback(self._sock.close, linger=0)
+            if self._watch is not None:
+                stack.callback(self._watch.close)
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)  # undone first: the tasks end, then the sockets close
+            tasks.start_soon(self._read_replies)
+            if self._watch is not None:
+                tasks.start_soon(self._watch_handshakes, self._watch)
+            self._open = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._open is not None, "the client was not entered"
+        await self._open.aclose()
+
+    # ------------------------------------------------------------ the registry
+
+    async def list_tools(self) -> list[ToolInfo]:
+        return await self._do(self._requests.list_tools())
+
+    async def tool_list(self) -> ToolList:
+        """The tools with the registry's ``version`` (it grows by one with each change)."""
+        return await self._do(self._requests.tool_list())
+
+    async def openai_tools(self) -> list[dict[str, Any]]:
+        return [openai_tool(tool) for tool in await self.list_tools()]
+
+    async def events_endpoint(self) -> str:
+        """Where the supervisor publishes its events."""
+        return await self._do(self._requests.events_endpoint())
+
+    async def watch(self) -> AsyncEventWatch:
+        """A subscription to registry and state events: ``async with await sup.watch() as events``."""
+        watch = AsyncEventWatch(await self.events_endpoint(), keys=self._event_keys())
+        await watch.join()
+        return watch
+
+    async def tool_cache(self) -> AsyncToolCache:
+        """As ``SupervisorClient.tool_cache``: ``async with await sup.tool_cache() as cache``, then
+        ``await cache.tools()`` never asks the supervisor."""
+
+        async def listing() -> tuple[list[ToolInfo], int]:
+            reply = await self.tool_list()
+            return reply.tools, reply.version
+
+        return await AsyncToolCache.open(await self.events_endpoint(), listing, keys=self._event_keys())
+
+    def _event_keys(self) -> ClientKeys | Literal[False]:
+        return False if self.keys is None else self.keys
+
+    # ---------------------------------------------------------------- calls
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        *,
+        raise_on_error: bool = True,
+        progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        """As ``SupervisorClient.call_tool``; ``progress`` may be a coroutine function (it is awaited)."""
+        return await self._do(self._requests.call_tool(name, arguments, timeout, raise_on_error, progress))
+
+    async def list_resources(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[ResourceInfo]:
+        """As ``SupervisorClient.list_resources``."""
+        return await self._do(self._requests.list_resources(server, timeout))
+
+    async def list_resource_templates(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[ResourceTemplateInfo]:
+        return await self._do(self._requests.list_resource_templates(server, timeout))
+
+    async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> ResourceResult:
+        return await self._do(self._requests.read_resource(server, uri, timeout))
+
+    async def list_prompts(
+        self, server: str | None = None, *, timeout: float | None = None
+    ) -> list[PromptInfo]:
+        return await self._do(self._requests.list_prompts(server, timeout))
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+    ) -> PromptResult:
+        return await self._do(self._requests.get_prompt(name, arguments, server, timeout))
+
+    # ------------------------------------------------------------ operations
+
+    async def status(self) -> list[ServerStatus]:
+        return await self._do(self._requests.status())
+
+    async def front_stats(self) -> FrontStats:
+        """As ``SupervisorClient.front_stats``."""
+        return await self._do(self._requests.front_stats())
+
+    async def restart(self, server: str) -> None:
+        await self._do(self._requests.restart(server))
+
+    async def stop(self, server: str) -> None:
+        await self._do(self._requests.stop(server))
+
+    async def start(self, server: str) -> None:
+        await self._do(self._requests.start(server))
+
+    async def ping(self) -> None:
+        await self._do(self._requests.ping())
+
+    async def reload(self) -> ReloadSummary:
+        return await self._do(self._requests.reload(self.request_timeout))
+
+    # ------------------------------------------------------------- transport
+
+    async def _do(self, exchange: Exchange[_T]) -> _T:
+        return exchange.parse(await self._request(exchange.request, exchange.wait, exchange.progress))
+
+    async def _request(
+        self, request: FrontRequest, wait: float | None = None, progress: ProgressCallback | None = None
+    ) -> FrontReply:
+        sock = self._sock
+        if sock is None:
+            raise SupervisorError("use the client as 'async with AsyncSupervisorClient() as sup'")
+        wait = self.request_timeout if wait is None else wait
+        # Unbounded, but the supervisor sends one terminal reply and a few progress notifications a second.
+        send, receive = anyio.create_memory_object_stream[FrontReply](math.inf)
+        with send, receive:
+            self._waiters[request.id] = send
+            try:
+                if self._watch is not None:
+                    self._watch.redial(sock)
+                sock.send(encode(request), zmq.NOBLOCK)
+                self._wake_reader_if_readable()
+                with anyio.move_on_after(wait):
+                    async for reply in receive:
+                        if not isinstance(reply, CallProgress):
+                            return reply
+                        if progress is not None and inspect.isawaitable(
+                            notified := progress(reply.progress, reply.total, reply.message)
+                        ):
+                            await notified
+            finally:
+                del self._waiters[request.id]
+        raise no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
+
+    async def _watch_handshakes(self, watch: HandshakeWatch) -> None:
+        """A failed handshake ends every waiting request with its reason."""
+        while True:
+            if watch.update() is not None:
+                for waiter in self._waiters.values():
+                    waiter.close()
+            if not readable(watch.monitor):
+                await anyio.wait_readable(watch.fd)
+
+    def _wake_reader_if_readable(self) -> None:
+        # A send can consume the FD's edge while the reader waits on it.
+        assert self._sock is not None
+        if self._reading is not None and readable(self._sock):
+            self._reading.cancel()
+
+    async def _read_replies(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        fd = fd_of(sock)
+        while True:
+            try:
+                while True:
+                    try:
+                        reply = decode_front_reply(sock.recv(zmq.NOBLOCK))
+                    except msgspec.DecodeError:
+                        continue  # not from a supervisor we understand; nobody is waiting for it
+                    waiter = self._waiters.get(reply.id)
+                    if waiter is not None:
+                        waiter.send_nowait(reply)
+            except zmq.Again:
+                pass
+            with anyio.CancelScope() as scope:
+                self._reading = scope
+                try:
+                    if not readable(sock):
+                        await anyio.wait_readable(fd)
+                finally:
+                    self._reading = None

@@ -1,0 +1,234 @@
+"""The client stubs' shared core: every request they make, built, with how long to wait and how to read
+its reply.
+
+Above: ``SupervisorClient`` (``supervisor.client``) and ``AsyncSupervisorClient``
+(``supervisor.aclient``), whose methods are one line each over an ``Exchange`` from here: they only
+carry it over their socket (blocking, or async) and hand the reply to ``parse``. Below: the front
+protocol (``supervisor.protocol``) and the exceptions of ``supervisor.errors``. No I/O here, so the
+two clients cannot drift: a request's arguments are checked, its id taken and its reply read in one
+place.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+import msgspec
+
+from supervisor.errors import SupervisorError, ToolExecutionError, error_for
+from supervisor.protocol import (
+    CallResult,
+    CallTool,
+    Done,
+    ErrorReply,
+    FrontReply,
+    FrontRequest,
+    FrontStats,
+    GetPrompt,
+    GetStatus,
+    Listing,
+    ListPrompts,
+    ListResources,
+    ListResourceTemplates,
+    ListTools,
+    Ping,
+    ProgressCallback,
+    PromptInfo,
+    PromptResult,
+    ReadResource,
+    Reload,
+    Reloaded,
+    ReloadSummary,
+    ResourceInfo,
+    ResourceResult,
+    ResourceTemplateInfo,
+    Restart,
+    ServerStatus,
+    Start,
+    StatusReply,
+    Stop,
+    ToolInfo,
+    ToolList,
+    ToolResult,
+)
+
+__all__ = ["REQUEST_TIMEOUT", "Exchange", "Requests", "openai_tool"]
+
+log = logging.getLogger("mcp_supervisor.client")
+
+REQUEST_TIMEOUT: Final = 10.0  # seconds to wait for an answer to list/status/restart/ping
+CALL_WAIT_WITHOUT_TIMEOUT: Final = (
+    3600.0  # seconds a call with no timeout waits (the server's toolTimeout rules)
+)
+RELOAD_WAIT: Final = 30.0  # seconds for a reload: removed servers' workers get up to 10 s each to stop
+REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client stops waiting
+
+_T = TypeVar("_T")
+_E = TypeVar("_E", ResourceInfo, ResourceTemplateInfo, PromptInfo)
+_R = TypeVar("_R", ResourceResult, PromptResult)
+
+_decode_result = msgspec.msgpack.Decoder(ToolResult).decode
+_encode_arguments = msgspec.msgpack.Encoder().encode
+_decode_resources = msgspec.msgpack.Decoder(list[ResourceInfo]).decode
+_decode_templates = msgspec.msgpack.Decoder(list[ResourceTemplateInfo]).decode
+_decode_prompts = msgspec.msgpack.Decoder(list[PromptInfo]).decode
+_decode_resource = msgspec.msgpack.Decoder(ResourceResult).decode
+_decode_prompt = msgspec.msgpack.Decoder(PromptResult).decode
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange(Generic[_T]):
+    """One request and what its terminal reply means."""
+
+    request: FrontRequest
+    parse: Callable[[FrontReply], _T]  # raises the SupervisorError an ErrorReply stands for
+    wait: float | None = None  # seconds for the reply; None: the client's request_timeout
+    progress: ProgressCallback | None = None  # for CallProgress replies, while it waits
+
+
+def openai_tool(tool: ToolInfo) -> dict[str, Any]:
+    """A tool in OpenAI's function-calling format."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema},
+    }
+
+
+class Requests:
+    """Builds each request with a fresh id (one counter per client)."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+
+    def tool_list(self) -> Exchange[ToolList]:
+        return Exchange(ListTools(id=next(self._ids)), _expecting(ToolList))
+
+    def list_tools(self) -> Exchange[list[ToolInfo]]:
+        return Exchange(ListTools(id=next(self._ids)), lambda reply: _expect(reply, ToolList).tools)
+
+    def status(self) -> Exchange[list[ServerStatus]]:
+        return Exchange(GetStatus(id=next(self._ids)), lambda reply: _expect(reply, StatusReply).servers)
+
+    def events_endpoint(self) -> Exchange[str]:
+        return Exchange(GetStatus(id=next(self._ids)), lambda reply: _expect(reply, StatusReply).events)
+
+    def front_stats(self) -> Exchange[FrontStats]:
+        return Exchange(
+            GetStatus(id=next(self._ids)), lambda reply: _expect(reply, StatusReply).front or FrontStats()
+        )
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        raise_on_error: bool,
+        progress: ProgressCallback | None,
+    ) -> Exchange[ToolResult]:
+        request = CallTool(
+            id=next(self._ids),
+            name=name,
+            arguments=msgspec.Raw(_encode_arguments(arguments or {})),
+            timeout=_check_timeout(timeout),
+            progress=progress is not None,
+        )
+        return Exchange(
+            request, lambda reply: _result(reply, name, raise_on_error), _call_wait(timeout), progress
+        )
+
+    def list_resources(self, server: str | None, timeout: float | None) -> Exchange[list[ResourceInfo]]:
+        request = ListResources(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return Exchange(request, lambda reply: _entries(reply, _decode_resources), _call_wait(timeout))
+
+    def list_resource_templates(
+        self, server: str | None, timeout: float | None
+    ) -> Exchange[list[ResourceTemplateInfo]]:
+        request = ListResourceTemplates(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return Exchange(request, lambda reply: _entries(reply, _decode_templates), _call_wait(timeout))
+
+    def read_resource(self, server: str, uri: str, timeout: float | None) -> Exchange[ResourceResult]:
+        request = ReadResource(id=next(self._ids), server=server, uri=uri, timeout=_check_timeout(timeout))
+        return Exchange(request, lambda reply: _fetched(reply, _decode_resource), _call_wait(timeout))
+
+    def list_prompts(self, server: str | None, timeout: float | None) -> Exchange[list[PromptInfo]]:
+        request = ListPrompts(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        return Exchange(request, lambda reply: _entries(reply, _decode_prompts), _call_wait(timeout))
+
+    def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None, server: str | None, timeout: float | None
+    ) -> Exchange[PromptResult]:
+        raw = msgspec.Raw(_encode_arguments(arguments or {}))
+        request = GetPrompt(
+            id=next(self._ids), name=name, arguments=raw, server=server, timeout=_check_timeout(timeout)
+        )
+        return Exchange(request, lambda reply: _fetched(reply, _decode_prompt), _call_wait(timeout))
+
+    def restart(self, server: str) -> Exchange[None]:
+        return Exchange(Restart(id=next(self._ids), server=server), _done)
+
+    def stop(self, server: str) -> Exchange[None]:
+        return Exchange(Stop(id=next(self._ids), server=server), _done)
+
+    def start(self, server: str) -> Exchange[None]:
+        return Exchange(Start(id=next(self._ids), server=server), _done)
+
+    def ping(self) -> Exchange[None]:
+        return Exchange(Ping(id=next(self._ids)), _done)
+
+    def reload(self, request_timeout: float) -> Exchange[ReloadSummary]:
+        wait = max(request_timeout, RELOAD_WAIT)
+        return Exchange(Reload(id=next(self._ids)), lambda reply: _expect(reply, Reloaded).summary, wait)
+
+
+def _check_timeout(timeout: float | None) -> float | None:
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return timeout
+
+
+def _call_wait(timeout: float | None) -> float:
+    return (CALL_WAIT_WITHOUT_TIMEOUT if timeout is None else timeout) + REPLY_MARGIN
+
+
+def _result(reply: FrontReply, name: str, raise_on_error: bool) -> ToolResult:
+    if isinstance(reply, ErrorReply):
+        raise error_for(reply.code, reply.message)
+    if not isinstance(reply, CallResult):
+        raise SupervisorError(f"unexpected reply {type(reply).__name__} to a tool call")
+    result = _decode_result(reply.result)
+    if result.is_error and raise_on_error:
+        raise ToolExecutionError(f"tool {name!r} reported an error: {result.text}", result)
+    return result
+
+
+def _entries(reply: FrontReply, decode: Callable[[bytes], list[_E]]) -> list[_E]:
+    """Every server's entries of a ``Listing``; a server that did not answer is logged and left out."""
+    listing = _expect(reply, Listing)
+    for failure in listing.failures:
+        log.warning("left out of the listing: %s: %s", failure.code, failure.message)
+    return [entry for part in listing.parts for entry in decode(part)]
+
+
+def _fetched(reply: FrontReply, decode: Callable[[bytes], _R]) -> _R:
+    return decode(_expect(reply, CallResult).result)
+
+
+def _done(reply: FrontReply) -> None:
+    _expect(reply, Done)
+
+
+def _expecting(kind: type[_T]) -> Callable[[FrontReply], _T]:
+    return lambda reply: _expect(reply, kind)
+
+
+def _expect(reply: FrontReply, kind: type[_T]) -> _T:
+    if isinstance(reply, ErrorReply):
+        raise error_for(reply.code, reply.message)
+    if not isinstance(reply, kind):
+        raise SupervisorError(f"unexpected reply {type(reply).__name__}, wanted {kind.__name__}")
+    return reply
