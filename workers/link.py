@@ -18,7 +18,7 @@ from typing import Protocol, assert_never
 import msgspec
 import zmq
 
-from supervisor._zmq import MAX_MESSAGE_SIZE, TrioSocket
+from supervisor._zmq import TrioSocket, new_dealer
 from supervisor.boot import WorkerBoot
 from supervisor.protocol import (
     HEARTBEAT,
@@ -53,12 +53,7 @@ class Link:
 
     @classmethod
     def connect(cls, boot: WorkerBoot) -> Link:
-        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-        sock.setsockopt(zmq.ROUTING_ID, boot.identity.encode())
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, 0)
-        sock.setsockopt(zmq.RCVHWM, 0)
-        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+        sock = new_dealer(zmq.Context.instance(), routing_id=boot.identity.encode())
         sock.connect(boot.endpoint)
         return cls(TrioSocket(sock))
 
