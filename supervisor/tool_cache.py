@@ -53,7 +53,23 @@ class _Tools:
         return False
 
 
-class ToolCache:
+class _Cached:
+    """What both caches say of themselves."""
+
+    _state: _Tools
+
+    @property
+    def version(self) -> int:
+        """The registry's version the tools are at."""
+        return self._state.version
+
+    @property
+    def relists(self) -> int:
+        """How many times it listed (the first listing, and once per missed version)."""
+        return self._state.relists
+
+
+class ToolCache(_Cached):
     """The supervisor's tool list, kept current by its events (blocking; thread-safe).
 
     ``tools()`` applies the changes that arrived since the last read and returns the list; it
@@ -67,15 +83,6 @@ class ToolCache:
         self._state = _Tools()
         self._watch.join()
         self._state.listed(list_tools())
-
-    @property
-    def version(self) -> int:
-        return self._state.version
-
-    @property
-    def relists(self) -> int:
-        """How many times it listed (the first listing, and once per missed version)."""
-        return self._state.relists
 
     def __enter__(self) -> Self:
         return self
@@ -98,7 +105,7 @@ class ToolCache:
                     return list(self._state.tools.values())
 
 
-class AsyncToolCache:
+class AsyncToolCache(_Cached):
     """As ``ToolCache``, for asyncio and trio: ``await cache.tools()``. Made by
     ``AsyncSupervisorClient.tool_cache()``; close it (``async with``, or ``close()``)."""
 
@@ -122,15 +129,6 @@ class AsyncToolCache:
             watch.close()
             raise
         return cache
-
-    @property
-    def version(self) -> int:
-        return self._state.version
-
-    @property
-    def relists(self) -> int:
-        """How many times it listed (the first listing, and once per missed version)."""
-        return self._state.relists
 
     async def __aenter__(self) -> Self:
         return self

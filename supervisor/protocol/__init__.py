@@ -10,7 +10,7 @@ Two links use this module:
   to the supervisor's ROUTER. Requests are ``FrontRequest``; each gets exactly
   one terminal ``FrontReply`` carrying the caller's ``id`` (a ``CallTool`` that
   asked for progress may first get ``CallProgress`` replies, which are not terminal).
-- the *worker* link: each worker process (a DEALER in ``workers.worker``)
+- the *worker* link: each worker process (a DEALER in ``workers.link``)
   talks to the supervisor's worker ROUTER. The supervisor sends
   ``WorkerCommand``; the worker sends ``WorkerEvent``.
 
