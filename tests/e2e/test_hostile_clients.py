@@ -289,6 +289,10 @@ def test_a_storm_of_5000_timeouts_writes_a_few_log_lines_not_5000(start_supervis
     # A few echoes may reach the server before the sleep (the worker's tasks start in any order).
     timeouts = codes.count("TIMEOUT")
     assert timeouts >= 4000 and set(codes) <= {"TIMEOUT", "CallResult"}, {c: codes.count(c) for c in codes}
-    assert poll("every timeout counted in the log", lambda: logged(sup, "TIMEOUT") == timeouts, 5)
-    lines = [line for line in sup.log.splitlines() if "TIMEOUT" in line]
+    # Most are the worker's TIMEOUT answers; on a loaded machine the supervisor's deadline timer may
+    # answer some first (a margin past the budget), logged as "no answer by the deadline".
+    kinds = ("TIMEOUT", "by the deadline")
+    counted = lambda: sum(logged(sup, kind) for kind in kinds)  # noqa: E731
+    assert poll("every timeout counted in the log", lambda: counted() == timeouts, 5), counted()
+    lines = [line for line in sup.log.splitlines() if any(kind in line for kind in kinds)]
     assert 1 <= len(lines) <= 30, lines[:40]
