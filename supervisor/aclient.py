@@ -5,6 +5,12 @@ Above: agents' async code, as ``async with AsyncSupervisorClient() as sup``. Bes
 over the shared core (``supervisor.exchanges``). Below: one DEALER (``supervisor.dial``) and one
 reader task that hands each reply to the request waiting for its id, so any number of tasks may call
 at once on one client; a failed CURVE handshake ends every waiting request with its reason.
+
+A request whose waiting task is cancelled (its cancel scope, task group or asyncio task) while the
+request is in flight is cancelled at the supervisor too: the client sends ``Cancel`` for it before
+the cancellation goes on, and the supervisor tells the MCP server (``notifications/cancelled``).
+So does a request the client stops waiting for for any other reason (its wait over, its progress
+callback raising).
 """
 
 from __future__ import annotations
@@ -214,14 +220,17 @@ class AsyncSupervisorClient:
         send, receive = anyio.create_memory_object_stream[FrontReply](math.inf)
         with send, receive:
             self._waiters[request.id] = send
+            in_flight = False  # sent, and not yet answered
             try:
                 if self._watch is not None:
                     self._watch.redial(sock)
                 sock.send(encode(request), zmq.NOBLOCK)
+                in_flight = True
                 self._wake_reader_if_readable()
                 with anyio.move_on_after(wait):
                     async for reply in receive:
                         if not isinstance(reply, CallProgress):
+                            in_flight = False
                             return reply
                         if progress is not None and inspect.isawaitable(
                             notified := progress(reply.progress, reply.total, reply.message)
@@ -229,7 +238,18 @@ class AsyncSupervisorClient:
                             await notified
             finally:
                 del self._waiters[request.id]
+                if in_flight:  # cancelled, or given up on: the supervisor need not carry on with it
+                    self._cancel(sock, request.id)
         raise no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
+
+    def _cancel(self, sock: zmq.Socket[bytes], id: int) -> None:
+        """Send ``Cancel`` for a request nobody waits for any more; best effort, and never blocks (it
+        runs while a cancellation unwinds): a full queue or a closed socket drop it."""
+        try:
+            sock.send(encode(Requests.cancel(id)), zmq.NOBLOCK)
+            self._wake_reader_if_readable()
+        except zmq.ZMQError:  # zmq.Again: the queue to the supervisor is full; or the client is closed
+            pass
 
     async def _watch_handshakes(self, watch: HandshakeWatch) -> None:
         """A failed handshake ends every waiting request with its reason."""

@@ -11,9 +11,13 @@ worker incarnation has it), the deadline heap, gathers (a listing sent to severa
 once), and per-client accounting: every admitted request holds a place toward ``maxCallsPerClient``
 and ``maxCallsInFlight`` until its terminal reply (a gathered listing is one request).
 
+A caller may cancel its own request (``cancel``): it is answered ``CANCELLED`` at once and
+forgotten as if answered, and the supervisor tells its worker (``Abort``). Gathered listings are
+not cancellable.
+
 Pure code: times are passed in (``trio.current_time()`` in the supervisor, a fake clock in tests);
-an answer from an incarnation that does not have the call, or after the call was answered, is
-dropped (``settle`` returns None).
+an answer from an incarnation that does not have the call, or after the call was answered (or
+cancelled), is dropped (``settle`` returns None).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class Pending:
     what: str = ""  # for resources and prompts requests: what was asked
     gather: Gather | None = None  # for listings: where the answer goes
     progress: bool = False  # the caller asked for CallProgress replies
+    call: int = 0  # its call id (set by ``CallTable.remember``)
 
 
 @dataclass(slots=True)
@@ -78,6 +83,7 @@ class _Client:
 
     held: int = 0  # requests in flight, toward maxCallsPerClient (a listing sent to many servers is one)
     calls: set[int] = field(default_factory=set)  # their call ids (pending entries)
+    cancellable: dict[int, int] = field(default_factory=dict)  # request id -> call id (not gathers)
 
 
 class CallTable:
@@ -160,9 +166,13 @@ class CallTable:
     def remember(self, call: int, pending: Pending, budget: float, now: float) -> float:
         """A request sent to a worker: pending until its answer, its worker's end or its deadline,
         which is returned."""
+        pending.call = call
         self._pending[call] = pending
         self._by_worker.setdefault(pending.worker, set()).add(call)
-        self._clients[pending.caller].calls.add(call)
+        client = self._clients[pending.caller]
+        client.calls.add(call)
+        if pending.gather is None:
+            client.cancellable[pending.id] = call  # a client that reuses an id cancels its latest
         deadline = now + budget + DEADLINE_MARGIN
         heapq.heappush(self._deadlines, (deadline, call))
         return deadline
@@ -174,6 +184,21 @@ class CallTable:
         if pending is None or pending.worker != worker:
             return None
         self._forget(call, pending)
+        return pending
+
+    def cancel(self, caller: bytes, id: int) -> Pending | None:
+        """``caller`` cancels its request ``id``: answered ``CANCELLED`` now, its place released, and
+        forgotten (a later answer from its worker is dropped); the pending entry, for its worker to be
+        told. None, with nothing done, for a request not in flight (answered, never sent, not one that
+        went to a worker) or a gathered listing."""
+        client = self._clients.get(caller)
+        call = None if client is None else client.cancellable.get(id)
+        if call is None:
+            return None
+        pending = self._pending[call]
+        self._forget(call, pending)
+        what = pending.what or f"tool {pending.tool!r}"
+        self.fail(pending, "CANCELLED", f"cancelled by the caller ({what} on server {pending.server!r})")
         return pending
 
     def progress(self, event: InvokeProgress, worker: bytes) -> tuple[bytes, CallProgress] | None:
@@ -238,6 +263,8 @@ class CallTable:
         client = self._clients.get(pending.caller)
         if client is not None:
             client.calls.discard(call)
+            if client.cancellable.get(pending.id) == call:
+                del client.cancellable[pending.id]
 
     # ------------------------------------------------------------ answers
 

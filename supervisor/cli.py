@@ -37,6 +37,8 @@ from supervisor.commands import (
     cmd_wait,
 )
 from supervisor.errors import SupervisorError, SupervisorUnreachableError
+from supervisor.facade.commands import TOKEN_ENV, cmd_host_config, cmd_mcp, cmd_serve
+from supervisor.facade.hosts import HOSTS
 from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV
 from supervisor.paths import ENDPOINT_ENV, resolve_endpoint
 
@@ -228,7 +230,104 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reload.add_argument("--json", action="store_true", help="print the summary as JSON")
     reload.set_defaults(func=cmd_reload)
+    _facade_parsers(sub, common)
     return parser
+
+
+def _facade_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    view = argparse.ArgumentParser(add_help=False)
+    view.add_argument(
+        "--config",
+        metavar="FILE",
+        help="when no supervisor answers, start one for FILE in the background (it outlives this command, "
+        "so a host's restart does not restart the servers; its log is in the runtime directory)",
+    )
+    view.add_argument(
+        "--servers", metavar="A,B", help="show only these servers' tools, resources and prompts"
+    )
+    view.add_argument(
+        "--tools",
+        metavar="GLOB",
+        action="append",
+        help="show only tools whose prefixed name matches GLOB (e.g. 'mcp_git_*'; repeat or comma-separate)",
+    )
+    view.add_argument(
+        "--search",
+        action="store_true",
+        help="list two tools instead of the registry: search_tools (ranked search of names, descriptions and "
+        "arguments) and call_tool (call one by name); for registries too large for a model's context",
+    )
+    view.add_argument(
+        "--timeout", type=float, help="seconds a call may take (default: the server's toolTimeout)"
+    )
+    view.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+    mcp = sub.add_parser(
+        "mcp",
+        parents=[common, view],
+        help="serve the registry as one MCP server on stdio (for Claude Desktop, Cursor, VS Code ...)",
+        description="Serve the supervisor's registry as one MCP server on stdin/stdout, for an MCP host that "
+        'starts it as a server: {"command": "mcp-supervisor", "args": ["mcp"]}. Calls are routed '
+        "through the running supervisor (found as the other commands find it) with its deadlines; the "
+        "host hears list_changed when tools change, and the facade reconnects when the supervisor restarts. "
+        "Logs go to stderr. 'mcp-supervisor host-config HOST' prints the entry for a host.",
+    )
+    mcp.set_defaults(func=cmd_mcp)
+
+    serve = sub.add_parser(
+        "serve",
+        parents=[common, view],
+        help="serve the registry as one MCP server over streamable HTTP (for agents elsewhere)",
+        description="Serve the supervisor's registry as one MCP server over streamable HTTP at "
+        "http://HOST:PORT/mcp, for agents on other machines or in containers. Every request needs "
+        f"'Authorization: Bearer TOKEN' with a token from --token-file or ${TOKEN_ENV}.",
+    )
+    serve.add_argument(
+        "--http",
+        required=True,
+        metavar="HOST:PORT",
+        help="where to listen, e.g. 127.0.0.1:8765 (':PORT' is 127.0.0.1; port 0 picks a free one); a host "
+        "other than loopback lets other machines in",
+    )
+    serve.add_argument(
+        "--token-file", metavar="FILE", help="bearer tokens, one per line ('#' starts a comment)"
+    )
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve without authentication: anyone who can reach the port can call every tool",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    hosts = sub.add_parser(
+        "host-config",
+        help="print the config entry that adds the registry to an MCP host",
+        description="Print what to paste into an MCP host's config (for claude-code, also the 'claude mcp "
+        "add' command) so that it uses the registry through 'mcp-supervisor mcp', or through a "
+        "'serve --http' URL. Says on stderr where it goes.",
+    )
+    hosts.add_argument("host", choices=HOSTS, help="the MCP host")
+    hosts.add_argument(
+        "--name", default="mcp-supervisor", help="the server's name in the host (default mcp-supervisor)"
+    )
+    hosts.add_argument(
+        "--config", metavar="FILE", help="add --config FILE (start a supervisor when none answers)"
+    )
+    hosts.add_argument("--endpoint", help="add --endpoint (a supervisor elsewhere than the default)")
+    hosts.add_argument("--keys", metavar="DIR", help="add --keys")
+    hosts.add_argument("--servers", metavar="A,B", help="add --servers")
+    hosts.add_argument("--tools", metavar="GLOB", action="append", help="add --tools")
+    hosts.add_argument("--search", action="store_true", help="add --search")
+    hosts.add_argument("--url", help="a 'serve --http' URL (http://HOST:PORT/mcp) instead of a command")
+    hosts.add_argument(
+        "--token-env",
+        metavar="VAR",
+        default=TOKEN_ENV,
+        help=f"with --url: the environment variable the host takes the token from (default {TOKEN_ENV})",
+    )
+    hosts.set_defaults(func=cmd_host_config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

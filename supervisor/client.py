@@ -20,6 +20,11 @@ one side only) raises ``SupervisorAuthenticationError`` saying which.
   it as ``async with``: one reader task demultiplexes replies by id, so any
   number of tasks may call at once on one client.
 
+A request the client stops waiting for before its reply (its wait is over, its progress callback
+raised, Ctrl-C in a blocking call, the task of an async call cancelled) is cancelled at the
+supervisor: the client sends ``Cancel`` for it, and its MCP server is sent
+``notifications/cancelled``.
+
 ``call_tool(..., progress=fn)`` asks for the server's progress notifications:
 ``fn(progress, total, message)`` is called in the calling thread (or task)
 while the call waits, at most about ten times a second, the last one before
@@ -34,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Mapping
@@ -281,23 +287,32 @@ class SupervisorClient:
         if watch is not None:
             watch.redial(sock)
         sock.send(encode(request))
-        deadline = monotonic() + wait
-        while (remaining := deadline - monotonic()) > 0:
-            if self._closed:  # close() from another thread: its socket may be gone under our poll
-                raise SupervisorError("client is closed")
-            if not sock.poll(max(1, min(POLL_SLICE_MS, math.ceil(remaining * 1000)))):
-                if watch is not None and (failure := watch.update()) is not None:
-                    raise SupervisorAuthenticationError(failure)
-                continue
-            try:
-                reply: FrontReply = decode_front_reply(sock.recv())
-            except msgspec.DecodeError as exc:
-                raise SupervisorError(f"undecodable reply from {self.endpoint}: {exc}") from exc
-            if isinstance(reply, CallProgress):
-                if progress is not None and reply.id == request.id:
-                    progress(reply.progress, reply.total, reply.message)
-                continue
-            if reply.id == request.id:
-                return reply
-            # a late reply to an earlier request this thread gave up on: drop it
-        raise no_answer(self.endpoint, wait, watch)
+        answered = False
+        try:
+            deadline = monotonic() + wait
+            while (remaining := deadline - monotonic()) > 0:
+                if self._closed:  # close() from another thread: its socket may be gone under our poll
+                    raise SupervisorError("client is closed")
+                if not sock.poll(max(1, min(POLL_SLICE_MS, math.ceil(remaining * 1000)))):
+                    if watch is not None and (failure := watch.update()) is not None:
+                        raise SupervisorAuthenticationError(failure)
+                    continue
+                try:
+                    reply: FrontReply = decode_front_reply(sock.recv())
+                except msgspec.DecodeError as exc:
+                    raise SupervisorError(f"undecodable reply from {self.endpoint}: {exc}") from exc
+                if isinstance(reply, CallProgress):
+                    if progress is not None and reply.id == request.id:
+                        progress(reply.progress, reply.total, reply.message)
+                    continue
+                if reply.id == request.id:
+                    answered = True
+                    return reply
+                # a late reply to an earlier request this thread gave up on: drop it
+            raise no_answer(self.endpoint, wait, watch)
+        finally:
+            if not answered and not self._closed:
+                # Given up on (its wait over, Ctrl-C, the progress callback raised): cancel it, so that
+                # neither the supervisor nor the server carries on with it. Best effort, never blocking.
+                with contextlib.suppress(zmq.ZMQError):  # zmq.Again: the queue is full
+                    sock.send(encode(Requests.cancel(request.id)), zmq.NOBLOCK)

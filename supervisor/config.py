@@ -287,6 +287,8 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
             args=[expand(arg, f"sampling.args[{i}]") for i, arg in enumerate(sampling.args)],
             timeout=sampling.timeout,
         )
+    enabled_tools = None if cfg.enabled_tools is None else _patterns(cfg.enabled_tools, "enabledTools")
+    disabled_tools = _patterns(cfg.disabled_tools, "disabledTools")
     return ServerSpec(
         name,
         transport,
@@ -303,7 +305,17 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         elicitation=cfg.elicitation,
         sampling=sampling,
         refresh_interval=cfg.refresh_interval,
+        enabled_tools=enabled_tools,
+        disabled_tools=disabled_tools,
     )
+
+
+def _patterns(patterns: list[str], field: str) -> tuple[str, ...]:
+    """A tool view's patterns (``supervisor.views``), each a non-empty tool name or glob."""
+    for i, pattern in enumerate(patterns):
+        if not pattern:
+            raise _Problem(f"field '{field}[{i}]': must be a non-empty tool name or glob pattern")
+    return tuple(patterns)
 
 
 def _root(entry: str | RootEntry, where: str, expand: Callable[..., str]) -> RootEntry:

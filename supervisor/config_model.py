@@ -57,6 +57,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     elicitation: Literal["decline", "defaults"] = "decline"
     sampling: SamplingHook | None = None  # none: sampling is not offered, and refused
     refresh_interval: Annotated[float, msgspec.Meta(gt=0)] | None = None  # seconds between tool re-lists
+    # Tool views (``supervisor.views``): names or fnmatch globs of the server's own tool names. With
+    # "enabledTools", only the tools matching one of them are registered (an empty list: none); then
+    # those matching a "disabledTools" pattern are left out. Absent "enabledTools": every tool.
+    enabled_tools: list[str] | None = None
+    disabled_tools: list[str] = []
 
 
 class SupervisorSettings(
@@ -96,6 +101,10 @@ class ServerSpec:
     elicitation: Literal["decline", "defaults"] = "decline"
     sampling: SamplingHook | None = None
     refresh_interval: float | None = None  # re-list the tools this often, for servers that never notify
+    # The tool view (``supervisor.views.tool_allowed``): None registers every tool, () none; then
+    # ``disabled_tools`` patterns are left out.
+    enabled_tools: tuple[str, ...] | None = None
+    disabled_tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

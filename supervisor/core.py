@@ -1,9 +1,10 @@
 """The supervisor process: the parts that own each concern, put together, and the task that receives.
 
 Above: agents and the CLI on the front ROUTER (``FrontRequest`` in, exactly one ``FrontReply`` out
-per request). Below: the worker ROUTER, on which every worker incarnation connects with its own
-routing id, and the events PUB socket. One task receives on both ROUTERs; replies are sent from
-whichever task has them (sends never block).
+per request; none for a ``Cancel``, whose cancelled request is answered ``CANCELLED``). Below: the
+worker ROUTER, on which every worker incarnation connects with its own routing id, and the events
+PUB socket. One task receives on both ROUTERs; replies are sent from whichever task has them (sends
+never block).
 
 Who owns what: the front door (``supervisor.front``: decoding requests, sending replies, clients
 that do not read), the worker link (``supervisor.worker_link``: workers' messages to their keepers
@@ -40,6 +41,7 @@ from supervisor.keys import ServerKeys
 from supervisor.paths import default_events_endpoint, ipc_path
 from supervisor.protocol import (
     CallTool,
+    Cancel,
     Done,
     ErrorCode,
     FrontReply,
@@ -255,8 +257,12 @@ class Supervisor:
         self._events.state_changed(keeper.name, keeper.state, previous, restarts, error)
 
     def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
-        """Register ``keeper``'s server's tools (all of them), publish what changed; the count registered."""
-        infos, diff = self.registry.replace(keeper.name, tools)
+        """Register ``keeper``'s server's tools (those its config's tool view lets through), publish
+        what changed; the count registered."""
+        spec = keeper.spec
+        infos, diff = self.registry.replace(
+            keeper.name, tools, enabled=spec.enabled_tools, disabled=spec.disabled_tools
+        )
         self._events.registry_changed(keeper.name, diff)
         return len(infos)
 
@@ -317,6 +323,9 @@ class Supervisor:
                 self._router.get_prompt(caller, request)
             case Reload(id=id):
                 self.reload_nowait(caller, id)
+            case Cancel():  # no reply of its own: the cancelled request is answered CANCELLED
+                self._router.cancel(caller, request)
+                self._check_idle()
             case _:
                 assert_never(request)
 

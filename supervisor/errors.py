@@ -13,6 +13,7 @@
      +-- OverloadedError               OVERLOADED
      +-- BadRequestError               BAD_REQUEST
      +-- InternalError                 INTERNAL
+     +-- CallCancelledError            CANCELLED: its caller cancelled it (a ``Cancel`` on the wire)
 
 Wire replies are translated at one place, ``error_for``.
 """
@@ -25,6 +26,7 @@ from supervisor.protocol import ToolResult
 
 __all__ = [
     "BadRequestError",
+    "CallCancelledError",
     "InternalError",
     "InvalidArgumentsError",
     "OverloadedError",
@@ -111,6 +113,14 @@ class InternalError(SupervisorError):
     code = "INTERNAL"
 
 
+class CallCancelledError(SupervisorError):
+    """The request was cancelled by its own caller (a ``Cancel`` on the front link). The client stubs
+    send one when they stop waiting for a request (the waiting task was cancelled, say), so they do
+    not wait for this reply; a client that speaks the wire itself gets the code."""
+
+    code = "CANCELLED"
+
+
 _BY_CODE: dict[str, type[SupervisorError]] = {
     cls.code: cls
     for cls in (
@@ -123,6 +133,7 @@ _BY_CODE: dict[str, type[SupervisorError]] = {
         OverloadedError,
         BadRequestError,
         InternalError,
+        CallCancelledError,
     )
 }
 

@@ -6,7 +6,9 @@ Above: ``SupervisorClient`` (``supervisor.client``) and ``AsyncSupervisorClient`
 carry it over their socket (blocking, or async) and hand the reply to ``parse``. Below: the front
 protocol (``supervisor.protocol``) and the exceptions of ``supervisor.errors``. No I/O here, so the
 two clients cannot drift: a request's arguments are checked, its id taken and its reply read in one
-place.
+place. A client that stops waiting for a request's terminal reply (its task cancelled, its caller
+interrupted, its wait over) sends ``Requests.cancel`` for it, on the socket that sent the request:
+the supervisor then answers the request ``CANCELLED`` (a reply nobody reads) and tells its server.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from supervisor.errors import SupervisorError, ToolExecutionError, error_for
 from supervisor.protocol import (
     CallResult,
     CallTool,
+    Cancel,
     Done,
     ErrorReply,
     FrontReply,
@@ -183,6 +186,13 @@ class Requests:
     def reload(self, request_timeout: float) -> Exchange[ReloadSummary]:
         wait = max(request_timeout, RELOAD_WAIT)
         return Exchange(Reload(id=next(self._ids)), lambda reply: _expect(reply, Reloaded).summary, wait)
+
+    @staticmethod
+    def cancel(id: int) -> Cancel:
+        """Cancel request ``id``, which this connection sent and no longer waits for. It has no reply
+        of its own (and takes no id): a request in flight is answered ``CANCELLED``, anything else
+        ignored, so it is safe to send for a request that may have been answered already."""
+        return Cancel(id=id)
 
 
 def _check_timeout(timeout: float | None) -> float | None:

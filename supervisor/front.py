@@ -6,7 +6,8 @@ out through ``reply``.
 
 Nothing a client sends gets past here as an exception: a message of the wrong number of frames is
 dropped and counted; one that does not decode as a request is answered ``BAD_REQUEST`` (with its id,
-when one can be salvaged) and counted; a request whose handling fails is answered ``INTERNAL``.
+when one can be salvaged) and counted; a request whose handling fails is answered ``INTERNAL``
+(but for a ``Cancel``, which never gets a reply of its own).
 A client that does not read its replies fills its queue (``maxQueuedReplies``): the reply is
 dropped, and so are its requests in flight (``not_reading``), so it cannot grow our memory.
 """
@@ -21,6 +22,7 @@ import msgspec
 from supervisor._zmq import QueueFull, TrioSocket, Unroutable
 from supervisor.calls import peer
 from supervisor.protocol import (
+    Cancel,
     ErrorCode,
     ErrorReply,
     FrontReply,
@@ -80,7 +82,9 @@ class FrontDoor:
                 self._handle(caller, request)
             except Exception as exc:  # boundary: one request's failure must not end the supervisor
                 log.exception("handling %s from client %s failed", type(request).__name__, peer(caller))
-                self.error(caller, request.id, "INTERNAL", f"{type(request).__name__}: {type(exc).__name__}")
+                if not isinstance(request, Cancel):  # a Cancel gets no reply of its own, ever
+                    what = f"{type(request).__name__}: {type(exc).__name__}"
+                    self.error(caller, request.id, "INTERNAL", what)
 
     def _malformed(self, caller: bytes, payload: bytes, why: str) -> None:
         """A front message that is not a request: BAD_REQUEST to its sender, a warning, nothing else."""

@@ -8,7 +8,9 @@ name, the later one gets a stable suffix derived from (server, tool) and a
 warning is logged. A tool whose ``inputSchema`` is not a valid JSON Schema
 object is left out with a warning naming the server and the tool (a worker
 already leaves such tools out when it lists them, ``workers.listing``, with the
-same ``schema_problem`` of ``supervisor.schemas``: this is the registry's own guard).
+same ``schema_problem`` of ``supervisor.schemas``: this is the registry's own guard). A tool its
+server's view hides (``enabledTools``/``disabledTools``, matched by ``supervisor.views``) is never
+registered: it takes no name, is never routed, and is logged at debug level when first hidden.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Collection, Container, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from supervisor.protocol import ToolInfo, WorkerTool
 from supervisor.schemas import json_schema_problem, schema_problem
+from supervisor.views import tool_allowed
 
 __all__ = [
     "MAX_NAME_LENGTH",
@@ -117,6 +120,7 @@ class Registry:
     def __init__(self) -> None:
         self._routes: dict[str, Route] = {}
         self._infos: dict[str, list[ToolInfo]] = {}  # server -> its entries, in listing order
+        self._hidden: dict[str, set[str]] = {}  # server -> its tools its view hides (logged once)
         self._listing: list[ToolInfo] | None = []
         self.version = 0
 
@@ -141,17 +145,36 @@ class Registry:
 
     def _drop(self, server: str) -> list[ToolInfo]:
         infos = self._infos.pop(server, [])
+        self._hidden.pop(server, None)
         for info in infos:
             del self._routes[info.name]
         self._listing = None
         return infos
 
-    def replace(self, server: str, tools: list[WorkerTool]) -> tuple[list[ToolInfo], Diff | None]:
-        """Set ``server``'s tools (replacing what it had); the entries registered, and what changed."""
+    def replace(
+        self,
+        server: str,
+        tools: list[WorkerTool],
+        *,
+        enabled: Collection[str] | None = None,
+        disabled: Collection[str] = (),
+    ) -> tuple[list[ToolInfo], Diff | None]:
+        """Set ``server``'s tools (replacing what it had), less those its view (``enabled``,
+        ``disabled``: see ``supervisor.views.tool_allowed``) hides; the entries registered, and what
+        changed."""
+        hidden_before = self._hidden.get(server, set())
         before = self._drop(server)
         infos: list[ToolInfo] = []
         seen: set[str] = set()
+        hidden: set[str] = set()
         for tool in tools:
+            if not tool_allowed(tool.name, enabled, disabled):
+                if tool.name not in hidden_before and tool.name not in hidden:
+                    log.debug(
+                        "server %r tool %r left out by its enabledTools/disabledTools", server, tool.name
+                    )
+                hidden.add(tool.name)
+                continue
             if tool.name in seen:
                 log.warning("server %r listed tool %r twice; keeping the first", server, tool.name)
                 continue
@@ -175,6 +198,8 @@ class Registry:
                 )
             )
         self._infos[server] = infos
+        if hidden:
+            self._hidden[server] = hidden
         self._listing = None
         diff = _diff(before, infos)
         if diff is not None:

@@ -11,10 +11,16 @@ ready -> ``UNAVAILABLE`` at once), admit it (``OVERLOADED`` past a bound), give 
 and prompts travel the same way as ``Fetch``: a read names its server, a prompt's prefixed name is
 routed by the server prefix it carries, and a listing without a server is sent to every ready
 worker and gathered into one ``Listing`` (a server that fails is named in it, not fatal to it).
+
+A caller's ``Cancel`` of its own request in flight is answered by the call table (``CANCELLED``, to
+the cancelled request) and passed on to the worker as ``Abort``, which sends the server the MCP
+cancellation; the worker's late answer, if any, is dropped as late answers are.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -22,10 +28,12 @@ from typing import Final
 import msgspec
 
 from supervisor._zmq import Unroutable
-from supervisor.calls import CallTable, Gather, Pending
+from supervisor.calls import CallTable, Gather, Pending, peer
 from supervisor.keeper import Keeper
 from supervisor.protocol import (
+    Abort,
     CallTool,
+    Cancel,
     ErrorCode,
     ErrorReply,
     Fetch,
@@ -43,6 +51,8 @@ from supervisor.protocol import (
 from supervisor.registry import Registry, server_of
 
 __all__ = ["Router"]
+
+log = logging.getLogger("mcp_supervisor")
 
 _LIST_METHODS: Final[dict[type, FetchMethod]] = {
     ListResources: "resources/list",
@@ -157,6 +167,24 @@ class Router:
                 prefixed=request.server is None,
                 arguments=request.arguments,
             )
+
+    def cancel(self, caller: bytes, request: Cancel) -> None:
+        """``caller`` cancels its own request ``request.id``: answered ``CANCELLED`` by the call table,
+        and its worker, if still connected, told to ``Abort``. Nothing at all (no reply) for a request
+        not in flight or not cancellable."""
+        pending = self._calls.cancel(caller, request.id)
+        if pending is None:
+            log.debug("client %s: Cancel of request %d, not in flight: ignored", peer(caller), request.id)
+            return
+        log.debug(
+            "client %s cancelled request %d (call %d on server %r)",
+            peer(caller),
+            request.id,
+            pending.call,
+            pending.server,
+        )
+        with contextlib.suppress(Unroutable):  # that incarnation is gone, its server too: nobody to tell
+            self._send(pending.worker, encode(Abort(call=pending.call)))
 
     def _accepting(self, caller: bytes, id: int, timeout: float | None) -> bool:
         """False (and the caller answered) while draining, or for a timeout that is not a positive number."""

@@ -4,7 +4,8 @@ Above: ``SupervisorClient.tool_cache()`` (``ToolCache``, blocking and thread-saf
 ``AsyncSupervisorClient.tool_cache()`` (``AsyncToolCache``). Below: an event subscription
 (``supervisor.events``) and the client's listing. Both caches list once, then apply each
 ``RegistryChanged`` as it arrives; when a version is missed (a gap in ``RegistryChanged``, or a
-beacon's version that differs) they list again. The bookkeeping is one pure class, ``_Tools``.
+beacon's version that differs) they list again. The bookkeeping is one pure class, ``ToolTable``,
+which the MCP facade (``supervisor.facade.upstream``) keeps its tools with too.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from supervisor.events import AsyncEventWatch, EventWatch
 from supervisor.keys import Keys
 from supervisor.protocol import Event, RegistryChanged, RegistryVersion, ToolInfo
 
-__all__ = ["AsyncToolCache", "ToolCache"]
+__all__ = ["AsyncToolCache", "ToolCache", "ToolTable"]
 
 Listing = tuple[list[ToolInfo], int]  # the tools, and the registry's version they are at
 
 
-class _Tools:
+class ToolTable:
     """The tools by name at ``version``; ``apply`` says when only listing again will do."""
 
     def __init__(self) -> None:
@@ -56,7 +57,7 @@ class _Tools:
 class _Cached:
     """What both caches say of themselves."""
 
-    _state: _Tools
+    _state: ToolTable
 
     @property
     def version(self) -> int:
@@ -80,7 +81,7 @@ class ToolCache(_Cached):
         self._watch = EventWatch(endpoint, keys=keys)
         self._list_tools = list_tools
         self._lock = threading.Lock()
-        self._state = _Tools()
+        self._state = ToolTable()
         self._watch.join()
         self._state.listed(list_tools())
 
@@ -113,7 +114,7 @@ class AsyncToolCache(_Cached):
         self._watch = watch
         self._list_tools = list_tools
         self._lock = anyio.Lock()
-        self._state = _Tools()
+        self._state = ToolTable()
 
     @classmethod
     async def open(

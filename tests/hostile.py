@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 # Every front request but those that change what runs (Stop, Restart, Start, Reload): a fuzzer that
-# stops the server it then checks proves nothing.
+# stops the server it then checks proves nothing. (A Cancel touches only its sender's own requests.)
 FRONT_TAGS = (
     "ListTools",
     "CallTool",
@@ -36,6 +36,7 @@ FRONT_TAGS = (
     "ListPrompts",
     "ReadResource",
     "GetPrompt",
+    "Cancel",
 )
 FIELDS = ("id", "name", "arguments", "timeout", "progress", "server", "uri", "type")
 

@@ -14,12 +14,18 @@ its budget the caller gets ``TIMEOUT`` and the server is sent ``notifications/ca
 that asks for progress gets the server's notifications as ``InvokeProgress`` (coalesced by
 ``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
 finished by the session's callbacks (``_provide_input``).
+
+Each call runs under its own ``trio.CancelScope`` (its budget's deadline), kept by call id while it
+runs: an ``Abort`` (its caller cancelled it, and the supervisor has answered) cancels that scope,
+which sends the server ``notifications/cancelled`` for the request as expiry does (the hot path's
+``OwnRequests.request``, the SDK's requests), and the call then sends nothing at all.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx2
@@ -42,6 +48,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from supervisor.protocol import (
+    Abort,
     ErrorCode,
     Fetch,
     Invoke,
@@ -69,11 +76,21 @@ STATE_ONLY_RETRY: Final = 0.05  # seconds before retrying a call the server answ
 Validators = dict[str, jsonschema.protocols.Validator | None]
 
 
+@dataclass(slots=True, eq=False)
+class _Running:
+    """A call being served: its id, its scope (the budget's deadline), and whether it was aborted."""
+
+    call: int
+    scope: trio.CancelScope
+    aborted: bool = False  # its caller cancelled it: nothing more is sent for it
+
+
 class Calls:
     """Serves ``Invoke`` and ``Fetch`` once the session is ready; until then each is ``UNAVAILABLE``.
 
     Each call runs in ``tasks`` (the worker's nursery), as does the pacing of its progress; a call
-    that finds the session gone awaits ``lost`` (which ends the worker) instead of answering.
+    that finds the session gone awaits ``lost`` (which ends the worker) instead of answering. An
+    ``Abort`` cancels a running call, which then answers nothing.
     """
 
     def __init__(
@@ -92,6 +109,12 @@ class Calls:
         self._client: Client | None = None  # once the session is ready
         self._validators: Validators = {}  # of arguments
         self._output_validators: Validators = {}  # of results
+        self._running: dict[int, _Running] = {}  # calls and fetches being served, by call id
+
+    @property
+    def running(self) -> int:
+        """Calls and fetches being served now."""
+        return len(self._running)
 
     def ready(self, client: Client, tools: list[WorkerTool]) -> None:
         """The session is ready, with these tools: calls are served from now on."""
@@ -107,32 +130,65 @@ class Calls:
         if self._client is None:
             self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
         else:
-            self._tasks.start_soon(self._call, self._client, command)
+            running = self._track(command.call, command.budget)
+            self._tasks.start_soon(self._call, self._client, command, running)
 
     def fetch(self, command: Fetch) -> None:
         if self._client is None:
             self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
         else:
-            self._tasks.start_soon(self._fetch, self._client, command)
+            running = self._track(command.call, command.budget)
+            self._tasks.start_soon(self._fetch, self._client, command, running)
 
-    async def _call(self, client: Client, invoke: Invoke) -> None:
-        call = invoke.call
+    def abort(self, command: Abort) -> None:
+        """The caller cancelled a call (the supervisor has answered it): cancel its scope, which tells
+        the server; the call sends nothing more. A call no longer running is left alone."""
+        running = self._running.pop(command.call, None)
+        if running is None:
+            log.debug("abort of call %d, which is not running: ignored", command.call)
+            return
+        log.debug("call %d aborted: its caller cancelled it", command.call)
+        running.aborted = True
+        running.scope.cancel()
+
+    def _track(self, call: int, budget: float) -> _Running:
+        """A call about to run: its scope, with its budget's deadline, kept by call id until it ends
+        (registered now, before its task starts, so an Abort that follows at once finds it)."""
+        running = _Running(call, trio.CancelScope(deadline=trio.current_time() + budget))
+        self._running[call] = running
+        return running
+
+    def _untrack(self, running: _Running) -> None:
+        if self._running.get(running.call) is running:
+            del self._running[running.call]
+
+    def _fail(self, running: _Running, code: ErrorCode, message: str) -> None:
+        """Answer a call with an error, unless its caller cancelled it (then nothing is sent)."""
+        if not running.aborted:
+            self._link.fail(running.call, code, message)
+
+    async def _call(self, client: Client, invoke: Invoke, running: _Running) -> None:
+        try:
+            if not running.aborted:  # an Abort that came before this task started: nothing to do
+                await self._serve_call(client, invoke, running)
+        finally:
+            self._untrack(running)
+
+    async def _serve_call(self, client: Client, invoke: Invoke, running: _Running) -> None:
         try:
             arguments = decode_arguments(invoke.arguments)
         except InvalidArguments as exc:
-            return self._link.fail(call, "INVALID_ARGUMENTS", str(exc))
+            return self._fail(running, "INVALID_ARGUMENTS", str(exc))
         if invoke.tool not in self._validators:
-            return self._link.fail(call, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
+            return self._fail(running, "UNKNOWN_TOOL", f"server has no tool {invoke.tool!r}")
         if error := self._schema_error(self._validators, invoke.tool, "inputSchema", arguments):
             where = "/".join(str(part) for part in error.absolute_path) or "arguments"
-            return self._link.fail(
-                call, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}"
-            )
+            return self._fail(running, "INVALID_ARGUMENTS", f"tool {invoke.tool!r}: {where}: {error.message}")
         if log.isEnabledFor(logging.DEBUG):
             log.debug("call %s %.200s", invoke.tool, msgspec.json.encode(arguments).decode())
 
         async def call_tool() -> bytes:
-            relay = self._progress_relay(call) if invoke.progress else None
+            relay = self._progress_relay(running) if invoke.progress else None
             try:
                 if self._server is not None:
                     result = await self._call_stdio(client, self._server, invoke.tool, arguments, relay)
@@ -146,7 +202,7 @@ class Calls:
             return encode(result)
 
         what = f"tool {invoke.tool!r}"
-        await self._answer(call, what, f"a call to {invoke.tool!r}", invoke.budget, call_tool)
+        await self._answer(running, what, f"a call to {invoke.tool!r}", invoke.budget, call_tool)
 
     async def _call_stdio(
         self,
@@ -207,8 +263,15 @@ class Calls:
             return None
         return error
 
-    async def _fetch(self, client: Client, fetch: Fetch) -> None:
+    async def _fetch(self, client: Client, fetch: Fetch, running: _Running) -> None:
         """A resources or prompts request, under its budget and with the error codes of a tool call."""
+        try:
+            if not running.aborted:  # an Abort that came before this task started: nothing to do
+                await self._serve_fetch(client, fetch, running)
+        finally:
+            self._untrack(running)
+
+    async def _serve_fetch(self, client: Client, fetch: Fetch, running: _Running) -> None:
         what = f"{fetch.method} {fetch.target}".rstrip()
         log.debug("fetch %s", what)
 
@@ -217,55 +280,61 @@ class Calls:
 
         # A prompt's arguments are the caller's; other requests name nothing the caller can fix.
         invalid: ErrorCode = "INVALID_ARGUMENTS" if fetch.method == "prompts/get" else "SERVER_ERROR"
-        await self._answer(fetch.call, what, what, fetch.budget, fetched, invalid)
+        await self._answer(running, what, what, fetch.budget, fetched, invalid)
 
     async def _answer(
         self,
-        call: int,
+        running: _Running,
         what: str,
         during: str,
         budget: float,
         work: Callable[[], Awaitable[bytes]],
         invalid_params: ErrorCode = "INVALID_ARGUMENTS",
     ) -> None:
-        """Run ``work`` (a request to the server) within ``budget`` and send its result, or the failure
-        with its error code; a closed session ends the worker instead."""
-        fail = self._link.fail
+        """Run ``work`` (a request to the server) in the call's scope (``budget`` seconds, or until
+        aborted) and send its result, or the failure with its error code; a closed session ends the
+        worker instead. An aborted call sends nothing: its caller has been answered."""
+
+        def fail(code: ErrorCode, message: str) -> None:
+            self._fail(running, code, message)
+
         try:
-            with trio.CancelScope(deadline=trio.current_time() + budget) as scope:
+            with running.scope as scope:
                 result = await work()
             if scope.cancelled_caught:
                 return fail(
-                    call, "TIMEOUT", f"{what} ran past its {budget:g} s budget; the server was sent a cancel"
+                    "TIMEOUT", f"{what} ran past its {budget:g} s budget; the server was sent a cancel"
                 )
         except CatalogError as exc:
-            return fail(call, exc.code, exc.message)
+            return fail(exc.code, exc.message)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 # The session is gone: end the worker; the supervisor fails this call
                 # (WORKER_CRASHED with the server's last stderr lines, or SERVER_ERROR for a remote one).
                 return await self._lost(during)
             code = invalid_params if exc.code == INVALID_PARAMS else "SERVER_ERROR"
-            return fail(call, code, f"{what}: {exc} (JSON-RPC error {exc.code})")
+            return fail(code, f"{what}: {exc} (JSON-RPC error {exc.code})")
         except (ValidationError, InvalidResult) as exc:
-            return fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {exc}")
+            return fail("SERVER_ERROR", f"{what} returned an invalid result: {exc}")
         except OverflowError:  # msgspec, encoding what the server sent for the supervisor
             why = "an integer that does not fit in 64 bits (the wire carries no larger)"
-            return fail(call, "SERVER_ERROR", f"{what} returned an invalid result: {why}")
+            return fail("SERVER_ERROR", f"{what} returned an invalid result: {why}")
         except httpx2.HTTPError as exc:
-            return fail(call, "SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
+            return fail("SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
         except Exception as exc:  # boundary: one request's failure must not end the worker
             log.exception("%s failed", what)
-            return fail(call, "INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
-        self._link.send(InvokeResult(call=call, result=msgspec.Raw(result)))
+            return fail("INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
+        if not running.aborted:
+            self._link.send(InvokeResult(call=running.call, result=msgspec.Raw(result)))
 
-    def _progress_relay(self, call: int) -> ProgressRelay:
-        """The server's progress for ``call``, relayed as ``InvokeProgress`` (coalesced), all before
-        the call's own answer."""
-        link = self._link
+    def _progress_relay(self, running: _Running) -> ProgressRelay:
+        """The server's progress for a call, relayed as ``InvokeProgress`` (coalesced), all before
+        the call's own answer (and none once it is aborted)."""
+        link, call = self._link, running.call
 
         def send(progress: float, total: float | None, message: str | None) -> None:
-            link.send(InvokeProgress(call=call, progress=progress, total=total, message=message))
+            if not running.aborted:
+                link.send(InvokeProgress(call=call, progress=progress, total=total, message=message))
 
         return ProgressRelay(send)
 

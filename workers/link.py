@@ -22,6 +22,7 @@ from supervisor._zmq import TrioSocket, new_dealer
 from supervisor.boot import WorkerBoot
 from supervisor.protocol import (
     HEARTBEAT,
+    Abort,
     ErrorCode,
     Fetch,
     Heartbeat,
@@ -43,6 +44,7 @@ class Commands(Protocol):
 
     def invoke(self, command: Invoke) -> None: ...
     def fetch(self, command: Fetch) -> None: ...
+    def abort(self, command: Abort) -> None: ...
 
 
 class Link:
@@ -65,7 +67,8 @@ class Link:
         self.send(InvokeFailed(call=call, code=code, message=message))
 
     async def serve(self, commands: Commands) -> None:
-        """Commands from the supervisor: heartbeats answered here, calls handed to ``commands``."""
+        """Commands from the supervisor: heartbeats answered here, calls (and aborts of calls) handed
+        to ``commands``."""
         while True:
             for frames in await self._socket.receive_batch():
                 try:
@@ -78,6 +81,8 @@ class Link:
                         commands.invoke(command)
                     case Fetch():
                         commands.fetch(command)
+                    case Abort():
+                        commands.abort(command)
                     case Heartbeat():
                         self._socket.send_nowait([HEARTBEAT])
                     case _:

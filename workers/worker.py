@@ -19,7 +19,9 @@ Life of a worker:
    ``TIMEOUT`` and the server is sent ``notifications/cancelled``; a call that asks for progress
    gets the server's notifications as ``InvokeProgress`` (``workers.progress`` coalesces them)
    before its answer; serve ``Fetch`` (resources and prompts, see ``workers.catalog``) the same
-   way (``workers.calls``); follow the server's tools (``workers.tools``); probe the server
+   way (``workers.calls``); on ``Abort`` (the caller cancelled a call) cancel that call, which
+   sends the server ``notifications/cancelled`` and answers nothing; follow the server's tools
+   (``workers.tools``); probe the server
    every ``pingInterval``. On a stdio server every call takes the hot path: the worker writes
    the ``tools/call`` itself (``OwnRequests.request``, which also hands it the call's progress)
    and turns the server's JSON result into the wire's ``ToolResult`` without the SDK's models;

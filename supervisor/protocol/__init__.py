@@ -10,6 +10,7 @@ Two links use this module:
   to the supervisor's ROUTER. Requests are ``FrontRequest``; each gets exactly
   one terminal ``FrontReply`` carrying the caller's ``id`` (a ``CallTool`` that
   asked for progress may first get ``CallProgress`` replies, which are not terminal).
+  ``Cancel`` alone gets no reply: the request it cancels is answered ``CANCELLED``.
 - the *worker* link: each worker process (a DEALER in ``workers.link``)
   talks to the supervisor's worker ROUTER. The supervisor sends
   ``WorkerCommand``; the worker sends ``WorkerEvent``.
@@ -43,6 +44,7 @@ from supervisor.protocol.front import (
     CallProgress,
     CallResult,
     CallTool,
+    Cancel,
     Done,
     ErrorReply,
     FrontReply,
@@ -68,6 +70,7 @@ from supervisor.protocol.front import (
 )
 from supervisor.protocol.link import (
     HEARTBEAT,
+    Abort,
     Fetch,
     FetchMethod,
     Heartbeat,
@@ -104,9 +107,11 @@ __all__ = [
     "ERROR_CODES",
     "EVENT_TOPICS",
     "HEARTBEAT",
+    "Abort",
     "CallProgress",
     "CallResult",
     "CallTool",
+    "Cancel",
     "Done",
     "ErrorCode",
     "ErrorReply",

@@ -23,6 +23,7 @@ ErrorCode = Literal[
     "OVERLOADED",  # too many calls in flight
     "BAD_REQUEST",  # a frame that does not decode, or a request that makes no sense
     "INTERNAL",  # a bug in mcp-supervisor; the message says where
+    "CANCELLED",  # the caller cancelled the request (``Cancel``); its server was told to cancel it
 ]
 ERROR_CODES: Final[frozenset[str]] = frozenset(ErrorCode.__args__)  # type: ignore[attr-defined]
 

@@ -2,8 +2,10 @@
 
 Requests are ``FrontRequest``; each gets exactly one terminal ``FrontReply`` carrying the caller's
 ``id`` (a ``CallTool`` that asked for progress may first get ``CallProgress`` replies, which are not
-terminal). Tool arguments and results are carried as ``msgspec.Raw``: the supervisor routes on names,
-ids and budgets and never decodes a payload it only relays.
+terminal). The one exception is ``Cancel``, which gets no reply of its own: the request it cancels
+gets its terminal reply instead (``ErrorReply`` with code ``CANCELLED``). Tool arguments and
+results are carried as ``msgspec.Raw``: the supervisor routes on names, ids and budgets and never
+decodes a payload it only relays.
 """
 
 from __future__ import annotations
@@ -107,6 +109,18 @@ class Reload(_Message):
     id: int
 
 
+class Cancel(_Message):
+    """Cancel this client's own request ``id`` while it is in flight (sent on the same connection).
+
+    No reply of its own: the cancelled request gets its one terminal reply, ``ErrorReply`` with code
+    ``CANCELLED``, at once, and its server is sent the MCP cancellation. Tool calls, ``ReadResource``
+    and ``GetPrompt`` can be cancelled; a ``Cancel`` for anything else (a listing, a request already
+    answered, an id never sent) is ignored.
+    """
+
+    id: int
+
+
 FrontRequest = (
     ListTools
     | CallTool
@@ -121,6 +135,7 @@ FrontRequest = (
     | ReadResource
     | GetPrompt
     | Reload
+    | Cancel
 )
 
 

@@ -52,7 +52,15 @@ class Fetch(_Message):
     arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}: the prompt's arguments
 
 
-WorkerCommand = Invoke | Heartbeat | Fetch
+class Abort(_Message):
+    """Supervisor -> worker: stop working on ``call`` (an ``Invoke`` or a ``Fetch``) and send nothing for
+    it: its caller cancelled it and has been answered. The server is sent the MCP cancellation. An
+    ``Abort`` for a call the worker no longer has is ignored."""
+
+    call: int
+
+
+WorkerCommand = Invoke | Heartbeat | Fetch | Abort
 
 
 class Ready(_Message):

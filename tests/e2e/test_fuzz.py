@@ -32,6 +32,7 @@ from supervisor.boot import WorkerBoot, WorkerExit
 from supervisor.config import parse_config
 from supervisor.protocol import (
     HEARTBEAT,
+    Abort,
     CallTool,
     Done,
     Heartbeat,
@@ -76,6 +77,8 @@ def frames_strategy() -> st.SearchStrategy[list[bytes]]:
             st.integers(0, 2**32),
             st.binary(min_size=1, max_size=40),
         ),
+        # Aborts of calls nobody has: a BAD_REQUEST at the front (not a front request), ignored by a worker.
+        st.integers(0, 2**64 - 1).map(lambda call: encode(Abort(call=call))),
         # A call with arguments of any kind goes through to the worker, which decodes them.
         st.builds(
             lambda arguments: encode(CallTool(id=1, name="mcp_test_echo", arguments=msgspec.Raw(arguments))),

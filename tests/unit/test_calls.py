@@ -216,3 +216,67 @@ def test_progress_is_not_relayed_to_a_caller_that_did_not_ask(table: Table) -> N
     call = table.calls.new_call()
     table.calls.remember(call, Pending(A, 6, W1, "one", "echo"), 5.0, 0.0)
     assert table.calls.progress(InvokeProgress(call=call, progress=1.0), W1) is None
+
+
+def test_a_cancelled_call_is_answered_cancelled_once_and_its_place_released() -> None:
+    table = Table(max_calls_per_client=1)
+    call = table.send(A, 7)
+    pending = table.calls.cancel(A, 7)
+    assert pending is not None and (pending.call, pending.worker, pending.id) == (call, W1, 7)
+    [(caller, id, code, message)] = errors(table)
+    assert (caller, id, code) == (A, 7, "CANCELLED")
+    assert "cancelled by the caller" in message and "'one'" in message
+    assert len(table.calls) == 0 and table.calls.held == 0 and table.calls.clients == 0
+    assert table.calls.admit(A, 8)  # the place it held is free again
+
+
+def test_after_a_cancel_the_workers_answer_progress_and_deadline_are_dropped(table: Table) -> None:
+    call = table.send(A, 7, budget=1.0)
+    assert table.calls.cancel(A, 7) is not None
+    sent = list(table.sent)
+    assert table.calls.settle(call, W1) is None  # the worker's late answer
+    assert table.calls.progress(InvokeProgress(call=call, progress=1.0), W1) is None
+    assert table.calls.expire(100.0) == []
+    table.calls.worker_gone(W1, "WORKER_CRASHED", "gone")
+    assert table.calls.cancel(A, 7) is None  # a second Cancel
+    assert table.sent == sent  # nothing more than the one CANCELLED
+
+
+def test_a_cancel_of_a_request_not_in_flight_does_nothing(table: Table) -> None:
+    answered = table.send(A, 1)
+    pending = table.calls.settle(answered, W1)
+    assert pending is not None
+    table.calls.answer(pending, raw("ok"))
+    kept = table.send(A, 2)
+    sent = list(table.sent)
+    assert table.calls.cancel(A, 1) is None  # answered already
+    assert table.calls.cancel(A, 99) is None  # never sent
+    assert table.calls.cancel(B, 2) is None  # another client's id: each cancels only its own
+    assert table.sent == sent
+    assert table.calls.held == 1 and table.calls.settle(kept, W1) is not None
+
+
+def test_a_gathered_listing_is_not_cancellable(table: Table) -> None:
+    assert table.calls.admit(A, 3)
+    gather = Gather(A, 3, named=False, waiting=2)
+    for worker in (W1, W2):
+        call = table.calls.new_call()
+        table.calls.remember(call, Pending(A, 3, worker, "x", "prompts/list", gather=gather), 5.0, 0.0)
+    assert table.calls.cancel(A, 3) is None
+    assert table.sent == [] and len(table.calls) == 2 and table.calls.held == 1
+
+
+def test_a_cancelled_fetch_names_what_was_asked(table: Table) -> None:
+    assert table.calls.admit(A, 4)
+    call = table.calls.new_call()
+    pending = Pending(A, 4, W1, "one", "resources/read", "resources/read test://doc/1")
+    table.calls.remember(call, pending, 5.0, 0.0)
+    assert table.calls.cancel(A, 4) is pending
+    [(_, _, code, message)] = errors(table)
+    assert code == "CANCELLED" and "resources/read test://doc/1" in message
+
+
+def test_dropping_a_client_forgets_what_it_could_cancel(table: Table) -> None:
+    table.send(A, 1)
+    assert table.calls.drop_calls_of(A) == 1
+    assert table.calls.cancel(A, 1) is None and table.sent == []

@@ -18,6 +18,7 @@ from supervisor.config import (
     load_config,
     parse_config,
 )
+from supervisor.reload import plan_reload
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config" / "mcp.json"
 
@@ -549,3 +550,76 @@ def test_bad_roots_elicitation_or_sampling_is_a_problem_naming_the_field(
     entry: dict[str, Any], problem: str
 ) -> None:
     assert problem in only_problem(parse({"s": {"command": "x", **entry}}))
+
+
+# --- tool views ------------------------------------------------------------------------------
+
+
+NOT_EMPTY = "must be a non-empty tool name or glob pattern"
+
+
+def test_enabled_and_disabled_tools_are_read_into_the_spec() -> None:
+    entry = {"command": "x", "enabledTools": ["read_*", "list_dir"], "disabledTools": ["read_secret?"]}
+    spec = parse({"s": entry}).servers["s"]
+    assert spec.enabled_tools == ("read_*", "list_dir")
+    assert spec.disabled_tools == ("read_secret?",)
+    assert msgspec.json.decode(msgspec.json.encode(spec))["enabled_tools"] == ["read_*", "list_dir"]
+
+
+def test_without_tool_views_every_tool_is_enabled_and_none_disabled() -> None:
+    spec = parse({"s": {"command": "x"}}).servers["s"]
+    assert (spec.enabled_tools, spec.disabled_tools) == (None, ())
+
+
+def test_an_empty_enabled_tools_list_is_kept_apart_from_an_absent_one() -> None:
+    spec = parse({"s": {"command": "x", "enabledTools": [], "disabledTools": []}}).servers["s"]
+    assert (spec.enabled_tools, spec.disabled_tools) == ((), ())
+
+
+def test_tool_view_patterns_are_not_expanded() -> None:
+    spec = parse({"s": {"command": "x", "disabledTools": ["${X}", "~/*"]}}, {"X": "1"}).servers["s"]
+    assert spec.disabled_tools == ("${X}", "~/*")
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"enabledTools": "read_*"}, "field 'enabledTools': expected 'array | null', got 'str'"),
+        ({"disabledTools": "read_*"}, "field 'disabledTools': expected 'array', got 'str'"),
+        ({"enabledTools": ["a", 1]}, "field 'enabledTools[1]': expected 'str', got 'int'"),
+        ({"disabledTools": [None]}, "field 'disabledTools[0]': expected 'str', got 'null'"),
+        ({"disabledTools": {"a": 1}}, "field 'disabledTools': expected 'array', got 'object'"),
+        (
+            {"enabledTools": ["a", ""]},
+            "field 'enabledTools[1]': must be a non-empty tool name or glob pattern",
+        ),
+        ({"disabledTools": [""]}, "field 'disabledTools[0]': must be a non-empty tool name or glob pattern"),
+        ({"enabledTool": ["a"]}, "unknown field 'enabledTool' (did you mean 'enabledTools'?)"),
+    ],
+)
+def test_a_bad_tool_view_is_a_problem_naming_the_server_and_the_field(
+    entry: dict[str, Any], problem: str
+) -> None:
+    config = parse({"s": {"command": "x", **entry}, "ok": {"command": "y", "enabledTools": ["a"]}})
+    assert only_problem(config) == f"server 's': {problem}"
+    assert config.problems[0].server == "s"
+    assert list(config.servers) == ["ok"]
+
+
+def test_a_reload_that_changes_a_tool_view_changes_that_server_only() -> None:
+    base: dict[str, dict[str, Any]] = {
+        "a": {"command": "x", "enabledTools": ["read_*"]},
+        "b": {"command": "y"},
+    }
+    old = parse(base)
+    assert plan_reload(old, parse(base)).unchanged == ["a", "b"]
+    edits: list[dict[str, Any]] = [
+        {"enabledTools": ["read_*", "list_dir"]},
+        {"enabledTools": []},
+        {"enabledTools": None},
+        {"disabledTools": ["read_secret"]},
+    ]
+    for edit in edits:
+        entry = {key: value for key, value in {**base["a"], **edit}.items() if value is not None}
+        plan = plan_reload(old, parse({**base, "a": entry}))
+        assert (plan.changed, plan.unchanged) == (["a"], ["b"]), edit

@@ -6,6 +6,7 @@ import pytest
 
 from supervisor.errors import (
     BadRequestError,
+    CallCancelledError,
     InternalError,
     InvalidArgumentsError,
     OverloadedError,
@@ -31,6 +32,7 @@ WIRE_CLASSES: dict[str, type[SupervisorError]] = {
     "OVERLOADED": OverloadedError,
     "BAD_REQUEST": BadRequestError,
     "INTERNAL": InternalError,
+    "CANCELLED": CallCancelledError,
 }
 
 

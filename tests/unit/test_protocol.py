@@ -12,9 +12,11 @@ from supervisor.boot import WorkerBoot
 from supervisor.config import ServerSpec
 from supervisor.protocol import (
     ERROR_CODES,
+    Abort,
     CallProgress,
     CallResult,
     CallTool,
+    Cancel,
     Done,
     ErrorReply,
     Fetch,
@@ -74,6 +76,7 @@ FRONT_REQUESTS: list[Any] = [
     ReadResource(id=12, server="files", uri="file:///notes/todo.md", timeout=2.0),
     GetPrompt(id=13, name="mcp_files_summarize", arguments=msgspec.Raw(encode({"topic": "x"}))),
     GetPrompt(id=14, name="summarize", server="files"),
+    Cancel(id=2),
 ]
 FRONT_REPLIES: list[Any] = [
     ToolList(
@@ -141,6 +144,7 @@ WORKER_COMMANDS: list[Any] = [
         prefixed=True,
         arguments=msgspec.Raw(encode({"a": "b"})),
     ),
+    Abort(call=1),
 ]
 WORKER_EVENTS: list[Any] = [
     Started(server_pid=42),
@@ -344,6 +348,19 @@ def test_progress_reply_carries_the_callers_id_like_every_reply() -> None:
     assert (reply.id, reply.progress, reply.total, reply.message) == (42, 1.5, 3.0, "m")
 
 
+def test_cancel_and_abort_carry_only_the_id_they_cancel() -> None:
+    assert msgspec.msgpack.decode(encode(Cancel(id=7))) == {"type": "Cancel", "id": 7}
+    assert msgspec.msgpack.decode(encode(Abort(call=9))) == {"type": "Abort", "call": 9}
+    assert decode_front_request(msgspec.msgpack.encode({"type": "Cancel", "id": 7})) == Cancel(id=7)
+    assert decode_worker_command(msgspec.msgpack.encode({"type": "Abort", "call": 9})) == Abort(call=9)
+    for data, decoder in (
+        ({"type": "Cancel"}, decode_front_request),
+        ({"type": "Abort"}, decode_worker_command),
+    ):
+        with pytest.raises(msgspec.ValidationError):
+            decoder(msgspec.msgpack.encode(data))
+
+
 def test_message_with_an_unknown_extra_field_still_decodes() -> None:
     data = msgspec.msgpack.encode({"type": "Ping", "id": 1, "future_field": 3})
     assert decode_front_request(data) == Ping(id=1)
@@ -458,7 +475,7 @@ def test_validation_error_is_a_decode_error() -> None:
 # --- error codes -----------------------------------------------------------------------------
 
 
-def test_error_codes_are_the_fixed_set_of_ten() -> None:
+def test_error_codes_are_the_fixed_set_of_eleven() -> None:
     expected = {
         "UNKNOWN_TOOL",
         "UNAVAILABLE",
@@ -470,7 +487,8 @@ def test_error_codes_are_the_fixed_set_of_ten() -> None:
         "OVERLOADED",
         "BAD_REQUEST",
         "INTERNAL",
+        "CANCELLED",
     }
     assert set(ERROR_CODES) == expected
-    assert len(ERROR_CODES) == 10
+    assert len(ERROR_CODES) == 11
     assert isinstance(ERROR_CODES, frozenset)

@@ -503,3 +503,105 @@ def test_a_prefixed_name_resolves_to_the_server_whose_prefix_it_carries() -> Non
 def test_the_longest_server_prefix_wins() -> None:
     assert server_of("mcp_a_b_c", ["a", "a_b"]) == "a_b"
     assert server_of("mcp_a_c", ["a", "a_b"]) == "a"
+
+
+# --- tool views (enabledTools, disabledTools) ------------------------------------------------
+
+VIEWED = ["read_file", "write_file", "list_dir", "delete_file", "echo"]
+
+
+def viewed(enabled: list[str] | None = None, disabled: list[str] | None = None) -> Registry:
+    registry = Registry()
+    registry.replace("fs", [tool(name) for name in VIEWED], enabled=enabled, disabled=disabled or ())
+    return registry
+
+
+def originals(registry: Registry) -> list[str]:
+    return [info.original_name for info in registry.tools()]
+
+
+def test_without_a_view_every_tool_is_registered() -> None:
+    assert originals(viewed()) == VIEWED
+
+
+def test_enabled_tools_registers_only_the_tools_it_names() -> None:
+    registry = viewed(enabled=["echo", "list_dir"])
+    assert originals(registry) == ["list_dir", "echo"]
+    assert registry.count("fs") == 2
+
+
+def test_disabled_tools_leaves_out_the_tools_it_names() -> None:
+    assert originals(viewed(disabled=["delete_file", "echo"])) == ["read_file", "write_file", "list_dir"]
+
+
+def test_disabled_tools_wins_over_enabled_tools() -> None:
+    assert originals(viewed(enabled=["*_file", "echo"], disabled=["delete_*", "echo"])) == [
+        "read_file",
+        "write_file",
+    ]
+
+
+def test_view_patterns_are_globs_on_the_servers_own_tool_names() -> None:
+    assert originals(viewed(enabled=["*_fil?"])) == ["read_file", "write_file", "delete_file"]
+    assert originals(viewed(enabled=["[lr]*"])) == ["read_file", "list_dir"]
+    assert originals(viewed(enabled=["mcp_fs_*"])) == []  # never the prefixed name
+    assert originals(viewed(enabled=["ECHO"])) == []  # case-sensitive
+
+
+def test_an_empty_enabled_tools_list_registers_no_tool() -> None:
+    registry = viewed(enabled=[])
+    infos, diff = registry.replace("fs", [tool(name) for name in VIEWED], enabled=[])
+    assert infos == [] and diff is None
+    assert registry.tools() == [] and registry.count("fs") == 0
+
+
+def test_a_hidden_tool_is_never_routed() -> None:
+    registry = viewed(disabled=["delete_file"])
+    assert registry.lookup("mcp_fs_delete_file") is None
+    assert registry.lookup("mcp_fs_read_file") == Route("fs", "read_file")
+
+
+def test_a_hidden_tool_takes_no_name_so_the_tool_it_would_collide_with_gets_no_suffix(
+    caplog_registry: pytest.LogCaptureFixture,
+) -> None:
+    registry = Registry()
+    infos, _ = registry.replace("s", [tool("b.c"), tool("b_c")], disabled=["b.c"])
+    assert [(i.name, i.original_name) for i in infos] == [("mcp_s_b_c", "b_c")]
+    assert warnings_text(caplog_registry) == []  # no collision, nothing suffixed
+
+
+def test_a_hidden_tool_is_neither_a_duplicate_nor_checked_for_its_schema(
+    caplog_registry: pytest.LogCaptureFixture,
+) -> None:
+    registry = Registry()
+    registry.replace("s", [tool("ok"), tool("off", "bad"), tool("off")], disabled=["off"])
+    assert names(registry) == ["mcp_s_ok"]
+    assert warnings_text(caplog_registry) == []
+
+
+def test_a_hidden_tool_is_logged_once_at_debug_level(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="mcp_supervisor.registry")
+    registry = Registry()
+    for extra in ([], ["new"], ["new", "newer"]):  # the server's tools change twice: still once
+        registry.replace("fs", [tool(name) for name in [*VIEWED, *extra]], disabled=["delete_file"])
+    hidden = [r for r in caplog.records if "left out by its enabledTools/disabledTools" in r.getMessage()]
+    assert [(r.levelno, r.getMessage()) for r in hidden] == [
+        (logging.DEBUG, "server 'fs' tool 'delete_file' left out by its enabledTools/disabledTools")
+    ]
+
+
+def test_a_view_that_changes_changes_the_registry_and_its_version() -> None:
+    registry = viewed(enabled=["echo"])
+    version = registry.version
+    _, diff = registry.replace("fs", [tool(name) for name in VIEWED], enabled=["echo", "list_dir"])
+    assert diff is not None and [i.original_name for i in diff.added] == ["list_dir"]
+    assert registry.version == version + 1
+    _, diff = registry.replace("fs", [tool(name) for name in VIEWED], disabled=["*"])
+    assert diff is not None and sorted(diff.removed) == ["mcp_fs_echo", "mcp_fs_list_dir"]
+    assert registry.tools() == []
+
+
+def test_a_view_of_one_server_leaves_other_servers_alone() -> None:
+    registry = viewed(enabled=[])
+    registry.replace("other", [tool("delete_file")])
+    assert names(registry) == ["mcp_other_delete_file"]

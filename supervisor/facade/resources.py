@@ -1,0 +1,214 @@
+"""Resources, resource templates and prompts of the facade: every ready server's, as the stub lists them.
+
+Above: the MCP facade (``supervisor.facade.server``), which registers these as its handlers. Below:
+the link to the supervisor (``supervisor.facade.upstream``).
+
+A host reads a resource by its URI alone, where the supervisor addresses it by server and URI: the
+facade remembers which server listed each URI (the first, when two list the same one) and which
+server's templates a URI fits, listing again when it meets a URI it does not know. Prompts keep the
+prefixed names the supervisor gives them (``mcp_{server}_{prompt}``). While no supervisor answers, a
+listing is empty (the host hears of the change when one answers); a read or a prompt is an error
+saying why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Final
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from supervisor.errors import SupervisorError
+from supervisor.facade.upstream import SupervisorGone, Upstream
+from supervisor.facade.views import View
+from supervisor.protocol import PromptInfo, ResourceInfo, ResourceTemplateInfo
+
+__all__ = ["Catalog", "complete", "template_pattern"]
+
+FIRST_WAIT: Final = 10.0  # seconds a request waits for the facade's first supervisor to answer
+_NOT_FOUND: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS", "BAD_REQUEST"})
+_EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """A regular expression for the URIs an RFC 6570 template can expand to (``{x}``: no ``/``;
+    ``{+x}`` and ``{#x}``: anything; the query operators: the rest of the URI)."""
+    parts, last = [], 0
+    for match in _EXPRESSION.finditer(template):
+        parts.append(re.escape(template[last : match.start()]))
+        operator = match.group(1)
+        parts.append("[^/?#]*" if operator in ("", ".", ";") else ".*" if operator in "+#" else "[^#]*")
+        last = match.end()
+    parts.append(re.escape(template[last:]))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def complete(ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """A result relayed as JSON, marked complete for a 2026-07-28 host (as the SDK marks its models)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        result["resultType"] = "complete"
+    return result
+
+
+def _omit_none(entry: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in entry.items() if value is not None and value != ""}
+
+
+class Catalog:
+    """The facade's resources and prompts handlers, and the URI and prompt-name -> server maps they need."""
+
+    def __init__(self, view: View, upstream: Callable[[], Upstream]) -> None:
+        self._view = view
+        self._upstream = upstream
+        self._uris: dict[str, str] | None = None  # URI -> server, as last listed
+        self._templates: list[tuple[re.Pattern[str], str]] | None = None  # pattern -> server
+        self._prompts: dict[str, str] | None = None  # prefixed name -> server
+
+    def forget(self) -> None:
+        """Servers came or went: the maps are listed again when next needed."""
+        self._uris = self._templates = self._prompts = None
+
+    # ------------------------------------------------------------ listings
+
+    async def _resources(self) -> list[ResourceInfo]:
+        entries = [r for r in await self._list("resources") if self._view.shows_server(r.server)]
+        uris: dict[str, str] = {}
+        for entry in entries:
+            uris.setdefault(entry.uri, entry.server)
+        self._uris = uris
+        return entries
+
+    async def _resource_templates(self) -> list[ResourceTemplateInfo]:
+        entries = [t for t in await self._list("templates") if self._view.shows_server(t.server)]
+        self._templates = [(template_pattern(t.uri_template), t.server) for t in entries]
+        return entries
+
+    async def _prompt_infos(self) -> list[PromptInfo]:
+        entries = [p for p in await self._list("prompts") if self._view.shows_server(p.server)]
+        self._prompts = {p.name: p.server for p in entries}
+        return entries
+
+    async def _list(self, what: str) -> list[Any]:
+        upstream = self._upstream()
+        await upstream.wait_first(FIRST_WAIT)
+        try:
+            async with upstream.calling() as client:
+                if what == "resources":
+                    return list(await client.list_resources())
+                if what == "templates":
+                    return list(await client.list_resource_templates())
+                return list(await client.list_prompts())
+        except SupervisorGone:
+            return []
+        except SupervisorError as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"{exc.code or 'ERROR'}: {exc.message or exc}") from exc
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> dict[str, Any]:
+        resources = [
+            _omit_none(
+                {
+                    "uri": r.uri,
+                    "name": r.name or r.uri,
+                    "title": r.title,
+                    "description": r.description,
+                    "mimeType": r.mime_type,
+                    "size": r.size,
+                    "annotations": r.annotations,
+                }
+            )
+            for r in await self._resources()
+        ]
+        return complete(ctx, {"resources": resources})
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> dict[str, Any]:
+        templates = [
+            _omit_none(
+                {
+                    "uriTemplate": t.uri_template,
+                    "name": t.name or t.uri_template,
+                    "title": t.title,
+                    "description": t.description,
+                    "mimeType": t.mime_type,
+                    "annotations": t.annotations,
+                }
+            )
+            for t in await self._resource_templates()
+        ]
+        return complete(ctx, {"resourceTemplates": templates})
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> dict[str, Any]:
+        prompts = [
+            _omit_none(
+                {
+                    "name": p.name,
+                    "title": p.title,
+                    "description": p.description,
+                    "arguments": p.arguments or None,
+                }
+            )
+            for p in await self._prompt_infos()
+        ]
+        return complete(ctx, {"prompts": prompts})
+
+    # ------------------------------------------------------------ reads
+
+    async def _server_of_uri(self, uri: str) -> str | None:
+        for attempt in range(2):  # what was listed before, else list again
+            if self._uris is None or attempt:
+                await self._resources()
+            if self._templates is None or attempt:
+                await self._resource_templates()
+            assert self._uris is not None and self._templates is not None
+            server = self._uris.get(uri)
+            if server is None:
+                server = next((s for pattern, s in self._templates if pattern.fullmatch(uri)), None)
+            if server is not None:
+                return server
+        return None
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> dict[str, Any]:
+        uri = str(params.uri)
+        server = await self._server_of_uri(uri)
+        if server is None:
+            raise MCPError(
+                types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
+            )
+        result = await self._fetch(lambda client: client.read_resource(server, uri))
+        return complete(ctx, {"contents": result.contents})
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> dict[str, Any]:
+        name = params.name
+        if self._prompts is None or name not in self._prompts:
+            await self._prompt_infos()
+        assert self._prompts is not None
+        if name not in self._prompts:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}")
+        arguments = {key: str(value) for key, value in (params.arguments or {}).items()}
+        result = await self._fetch(lambda client: client.get_prompt(name, arguments))
+        return complete(ctx, _omit_none({"description": result.description, "messages": result.messages}))
+
+    async def _fetch(self, request: Callable[[Any], Any]) -> Any:
+        upstream = self._upstream()
+        await upstream.wait_first(FIRST_WAIT)
+        try:
+            async with upstream.calling() as client:
+                return await request(client)
+        except SupervisorGone as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"UNAVAILABLE: {exc}") from exc
+        except SupervisorError as exc:
+            code = types.INVALID_PARAMS if exc.code in _NOT_FOUND else types.INTERNAL_ERROR
+            raise MCPError(code, f"{exc.code or 'ERROR'}: {exc.message or exc}") from exc

@@ -1,0 +1,327 @@
+"""The MCP facade: the supervisor's registry served back as one MCP server, built on the SDK's own
+low-level ``Server``.
+
+Above: a transport (``supervisor.facade.run``: stdio for a host that starts it, or streamable HTTP),
+which hands each connection to ``Facade.server``. Below: the link to the supervisor
+(``supervisor.facade.upstream``) and the view of this facade (``supervisor.facade.views``).
+
+What a host sees: the registry's tools under their prefixed names (or, with ``search``, two tools
+that search the registry and call a tool by name), every ready server's resources, resource
+templates and prompts, and a list-changed notification whenever those change (handshake-era hosts
+get ``notifications/*/list_changed``; 2026-07-28 hosts get them on ``subscriptions/listen``).
+
+How calls map (``tools/call``): routed through the supervisor with its deadline; the host's
+``notifications/cancelled`` cancels the routed call (the stub sends ``Cancel``, and the server gets its
+own ``notifications/cancelled``); the server's progress reaches the host under the host's token; the
+result is relayed as the server sent it. A tool's own error is a result with ``isError``, and so are
+``UNAVAILABLE``, ``TIMEOUT``, ``WORKER_CRASHED`` and the other failures of the route, their text naming
+the server and what happened; an unknown tool and bad arguments are JSON-RPC errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from mcp.server.caching import CacheableMethod, CacheHint
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from supervisor import __version__
+from supervisor.errors import SupervisorError
+from supervisor.facade.resources import Catalog, complete
+from supervisor.facade.upstream import Change, SupervisorGone, Upstream
+from supervisor.facade.views import SearchIndex, View
+from supervisor.protocol import ToolInfo
+
+__all__ = ["CALL_TOOL", "SEARCH_TOOL", "Facade", "FacadeOptions"]
+
+log = logging.getLogger("mcp_supervisor.facade")
+
+SEARCH_TOOL: Final = "search_tools"
+CALL_TOOL: Final = "call_tool"
+NOTIFY_TIMEOUT: Final = 2.0  # seconds a list-changed notification may take to one host connection
+MAX_CONNECTIONS_HEARD: Final = 10_000  # handshake-era connections told of changes (the newest)
+_CACHED: Final[tuple[CacheableMethod, ...]] = (
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+)
+JSONRPC_ERRORS: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
+
+INSTRUCTIONS = (
+    "Tools of every MCP server that mcp-supervisor runs, each in its own supervised process, named "
+    "mcp_{server}_{tool}. A result with isError whose text starts with UNAVAILABLE, TIMEOUT or "
+    "WORKER_CRASHED is about the server, not the arguments: it is being restarted; try again later."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FacadeOptions:
+    view: View = field(default_factory=View)
+    search: bool = False  # list two tools (search, call by name) instead of the whole registry
+    timeout: float | None = None  # seconds a routed call may take (None: the server's toolTimeout)
+    list_wait: float = 10.0  # seconds the first tools/list waits for a supervisor to answer
+    search_limit: int = 10  # tools a search returns when the host gives no limit
+
+
+class Facade:
+    """One low-level MCP ``Server`` over a supervisor; ``changed`` tells every connected host."""
+
+    def __init__(self, options: FacadeOptions) -> None:
+        self.options = options
+        self.upstream: Upstream | None = None  # set by whoever runs the facade, before serving
+        self._bus = InMemorySubscriptionBus()
+        self._heard: dict[int, ServerSession] = {}  # handshake-era connections, by first request's session
+        self._generation = 0  # grows with every change of the tools
+        self._listing: tuple[int, list[dict[str, Any]]] | None = None  # (generation, tools as JSON)
+        self._index: tuple[int, SearchIndex] | None = None
+        self._catalog = Catalog(options.view, self._client)
+        self.server: Server[Any] = Server(
+            "mcp-supervisor",
+            version=__version__,
+            title="mcp-supervisor",
+            instructions=INSTRUCTIONS,
+            # Never fresh for long: the registry changes when servers restart (hosts are told, too).
+            cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in _CACHED},
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self._bus),
+        )
+        # Listings and reads relay JSON as the servers sent it (the SDK still checks it on the way out).
+        paginated = types.PaginatedRequestParams
+        add = self.server.add_request_handler
+        add("tools/list", paginated, self._list_tools)
+        add("resources/list", paginated, self._catalog.list_resources)
+        add("resources/templates/list", paginated, self._catalog.list_resource_templates)
+        add("resources/read", types.ReadResourceRequestParams, self._catalog.read_resource)
+        add("prompts/list", paginated, self._catalog.list_prompts)
+        add("prompts/get", types.GetPromptRequestParams, self._catalog.get_prompt)
+        # Only ours: the SDK's default OpenTelemetry middleware costs every message and exports nothing here.
+        self.server.middleware = [self._hear_connections]
+
+    def initialization_options(self) -> InitializationOptions:
+        changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        return self.server.create_initialization_options(changes)
+
+    def _client(self) -> Upstream:
+        assert self.upstream is not None, "the facade is served before its upstream is set"
+        return self.upstream
+
+    # ------------------------------------------------------------ telling hosts of changes
+
+    async def _hear_connections(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Remember each handshake-era connection (by its ``notifications/initialized``), to tell it
+        of changes."""
+        if ctx.method == "notifications/initialized":
+            self._heard[id(ctx.session)] = ctx.session
+            while len(self._heard) > MAX_CONNECTIONS_HEARD:
+                del self._heard[next(iter(self._heard))]
+        return await call_next(ctx)
+
+    async def changed(self, change: Change) -> None:
+        """What the supervisor serves changed: tell every host, the way its protocol version hears it."""
+        if change.tools:
+            self._generation += 1
+            self._catalog.forget()
+        tell_tools = change.tools and not self.options.search
+        if tell_tools:
+            await self._bus.publish(ToolsListChanged())
+        if change.catalog:
+            self._catalog.forget()
+            await self._bus.publish(ResourcesListChanged())
+            await self._bus.publish(PromptsListChanged())
+        for key, session in list(self._heard.items()):
+            try:
+                with anyio.fail_after(NOTIFY_TIMEOUT):
+                    if tell_tools:
+                        await session.send_tool_list_changed()
+                    if change.catalog:
+                        await session.send_resource_list_changed()
+                        await session.send_prompt_list_changed()
+            except Exception as exc:  # boundary: a host that went away is forgotten, the others are told
+                log.debug("a host connection is gone (%s: %s); forgotten", type(exc).__name__, exc)
+                self._heard.pop(key, None)
+
+    # ------------------------------------------------------------ tools
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> dict[str, Any]:
+        if self.options.search:
+            return complete(ctx, {"tools": _SEARCH_TOOLS})
+        upstream = self._client()
+        tools = await upstream.tools(self.options.list_wait)
+        listing = self._listing
+        if listing is None or listing[0] != self._generation:
+            listing = self._listing = (self._generation, _tool_entries(self.options.view.select(tools)))
+        return complete(ctx, {"tools": listing[1]})
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name, arguments = params.name, params.arguments or {}
+        if self.options.search:
+            if name == SEARCH_TOOL:
+                return await self._search(arguments)
+            if name != CALL_TOOL:
+                raise MCPError(
+                    types.INVALID_PARAMS, f"Unknown tool: {name} (tools: {SEARCH_TOOL}, {CALL_TOOL})"
+                )
+            name, arguments = _call_by_name(arguments)
+        upstream = self._client()
+        await upstream.wait_first(self.options.list_wait)
+        tool = upstream.find(name)
+        if not self.options.view.may_call(name, tool):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+        progress = _progress_to(ctx) if _wants_progress(ctx.params) else None
+        try:
+            async with upstream.calling() as client:
+                result = await client.call_tool(
+                    name, arguments, self.options.timeout, raise_on_error=False, progress=progress
+                )
+        except SupervisorGone as exc:
+            return _error_result(f"UNAVAILABLE: {exc}")
+        except SupervisorError as exc:
+            if exc.code in JSONRPC_ERRORS:
+                raise MCPError(types.INVALID_PARAMS, exc.message or str(exc)) from exc
+            return _error_result(f"{exc.code or 'ERROR'}: {exc.message or exc}")
+        wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
+        if result.structured_content is not None:
+            wire["structuredContent"] = result.structured_content
+        try:
+            return types.CallToolResult.model_validate(wire, by_name=False)
+        except ValidationError as exc:
+            server = tool.server if tool is not None else "?"
+            why = f"{exc.error_count()} problems, the first: {exc.errors()[0]['msg']}"
+            return _error_result(
+                f"SERVER_ERROR: server {server!r} returned a result MCP hosts cannot take ({why})"
+            )
+
+    async def _search(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        query, limit = arguments.get("query"), arguments.get("limit", self.options.search_limit)
+        if not isinstance(query, str) or not query.strip():
+            raise MCPError(types.INVALID_PARAMS, f"{SEARCH_TOOL}: 'query' must be a non-empty string")
+        if type(limit) is not int or not 1 <= limit <= 100:
+            raise MCPError(types.INVALID_PARAMS, f"{SEARCH_TOOL}: 'limit' must be an integer from 1 to 100")
+        upstream = self._client()
+        tools = self.options.view.select(await upstream.tools(self.options.list_wait))
+        index = self._index
+        if index is None or index[0] != self._generation:
+            index = self._index = (self._generation, SearchIndex.build(tools))
+        hits = index[1].search(query, limit)
+        found = [{**_tool_entry(hit.tool), "score": round(hit.score, 3)} for hit in hits]
+        if not upstream.connected and not found:
+            return _error_result(f"UNAVAILABLE: {upstream.why}")
+        summary = "\n".join(f"{entry['name']}: {entry.get('description', '')}" for entry in found)
+        text = summary or f"no tool matches {query!r}; try other words"
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content={"tools": found}
+        )
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _tool_entry(tool: ToolInfo) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": tool.name, "inputSchema": tool.input_schema or {"type": "object"}}
+    if tool.description:
+        entry["description"] = tool.description
+    if tool.title is not None:
+        entry["title"] = tool.title
+    if tool.output_schema is not None:
+        entry["outputSchema"] = tool.output_schema
+    if tool.annotations is not None:
+        entry["annotations"] = tool.annotations
+    return entry
+
+
+def _tool_entries(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
+    """The tools as MCP lists them; one the SDK's model rejects is left out with a warning (never the
+    whole listing)."""
+    entries = []
+    for tool in tools:
+        entry = _tool_entry(tool)
+        try:
+            types.Tool.model_validate(entry, by_name=False)
+        except ValidationError as exc:
+            log.warning("tool %s left out of the MCP listing: %s", tool.name, exc.errors()[0]["msg"])
+            continue
+        entries.append(entry)
+    return entries
+
+
+_SEARCH_TOOLS: Final[list[dict[str, Any]]] = [
+    {
+        "name": SEARCH_TOOL,
+        "description": "Search the available tools by what they do. Returns the best matches with their "
+        "names, descriptions and input schemas; then call one with call_tool.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "words describing the task or the tool"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most (10)"},
+            },
+            "required": ["query"],
+        },
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": CALL_TOOL,
+        "description": "Call a tool found with search_tools, by its exact name, with arguments that match "
+        "its input schema.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "the tool's name, as search_tools gave it"},
+                "arguments": {"type": "object", "description": "the tool's arguments"},
+            },
+            "required": ["name"],
+        },
+    },
+]
+
+
+def _call_by_name(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    name, inner = arguments.get("name"), arguments.get("arguments", {})
+    if not isinstance(name, str) or not name:
+        raise MCPError(types.INVALID_PARAMS, f"{CALL_TOOL}: 'name' must be a tool's name (see {SEARCH_TOOL})")
+    if not isinstance(inner, dict):
+        raise MCPError(types.INVALID_PARAMS, f"{CALL_TOOL}: 'arguments' must be an object")
+    return name, inner
+
+
+def _wants_progress(params: Mapping[str, Any] | None) -> bool:
+    meta = params.get("_meta") if params else None
+    return isinstance(meta, Mapping) and meta.get("progressToken") is not None
+
+
+def _progress_to(ctx: ServerRequestContext[Any, Any]) -> Any:
+    session = ctx.session
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await session.report_progress(progress, total, message)
+
+    return relay
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

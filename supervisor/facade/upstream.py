@@ -1,0 +1,198 @@
+"""The facade's link to the supervisor: one client stub, the tools kept current by events, reconnection.
+
+Above: the MCP facade (``supervisor.facade.server``), which reads ``tools()``, calls through
+``calling()`` and is told by ``changed`` when what it serves may have changed. Below: the async
+client stub (``supervisor.aclient``) and an event subscription (``supervisor.events``); with a
+``Launcher`` (``mcp-supervisor mcp --config FILE``), the supervisor it starts when none answers.
+
+The supervisor publishes its registry's version every second. No event for ``BEACON_LOSS`` seconds
+means it is gone (killed, stopped, restarting): every call in flight through the facade ends at
+once with ``SupervisorGone``, the stub is closed, and the link dials again until a supervisor
+answers. Then the tools are listed again and ``changed`` is told, so the host lists them again.
+Nothing waits without a bound: while no supervisor answers, calls fail at once and saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+import anyio.abc
+
+from supervisor.aclient import AsyncSupervisorClient
+from supervisor.errors import SupervisorError
+from supervisor.events import AsyncEventWatch
+from supervisor.facade.launch import Launcher
+from supervisor.keys import Keys
+from supervisor.protocol import StateChanged, ToolInfo
+from supervisor.tool_cache import ToolTable
+
+__all__ = ["BEACON_LOSS", "Change", "SupervisorGone", "Upstream"]
+
+log = logging.getLogger("mcp_supervisor.facade")
+
+BEACON_LOSS: Final = 3.5  # seconds without an event (beacons come every second) before the supervisor is gone
+REQUEST_TIMEOUT: Final = 5.0  # seconds for a listing, a ping or a status from the supervisor
+DIAL_RETRY_MIN: Final = 0.2  # seconds between tries to reach a supervisor, doubling ...
+DIAL_RETRY_MAX: Final = 2.0  # ... up to this
+
+
+class SupervisorGone(Exception):
+    """No supervisor to route through (none answers, or it went away during the call)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What may have changed: the tools, and the resources and prompts (a server became ready or not)."""
+
+    tools: bool = False
+    catalog: bool = False
+
+
+class Upstream:
+    """A supervisor, reached through one client stub and one event subscription, dialled again when lost."""
+
+    def __init__(
+        self,
+        endpoint: str | None,
+        *,
+        keys: Keys = None,
+        changed: Callable[[Change], Awaitable[None]],
+        launcher: Launcher | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self._keys = keys
+        self._changed = changed
+        self._launcher = launcher
+        self._client: AsyncSupervisorClient | None = None
+        self._table = ToolTable()
+        self._first = anyio.Event()  # set once a supervisor answered (or the first dial gave up waiting)
+        self._calls: set[anyio.CancelScope] = set()
+        self._lost: set[anyio.CancelScope] = set()  # scopes cancelled because the supervisor went away
+        self.why = "not connected to a supervisor yet"
+
+    # ------------------------------------------------------------ the facade's side
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    async def wait_first(self, wait: float) -> None:
+        """Before the first connection, wait up to ``wait`` seconds for one (a host that starts the
+        facade asks at once; a supervisor that answers a moment later should not fail its first call)."""
+        if not self._first.is_set():
+            with anyio.move_on_after(wait):
+                await self._first.wait()
+
+    async def tools(self, wait: float) -> list[ToolInfo]:
+        """The registry's tools as last heard (the last known ones while the supervisor is away); before
+        the first connection, waits up to ``wait`` seconds for one."""
+        await self.wait_first(wait)
+        return list(self._table.tools.values())
+
+    def find(self, name: str) -> ToolInfo | None:
+        return self._table.tools.get(name)
+
+    @asynccontextmanager
+    async def calling(self) -> AsyncIterator[AsyncSupervisorClient]:
+        """The client to make one request with; ``SupervisorGone`` when there is none, or when the
+        supervisor goes away before the request is answered (the request is then ended at once)."""
+        client = self._client
+        if client is None:
+            raise SupervisorGone(self.why)
+        with anyio.CancelScope() as scope:
+            self._calls.add(scope)
+            try:
+                yield client
+            finally:
+                self._calls.discard(scope)
+        if scope in self._lost:
+            self._lost.discard(scope)
+            raise SupervisorGone(f"the supervisor went away during the request ({self.why})")
+
+    # ------------------------------------------------------------ the link's life
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Dial, follow, dial again, for ever; started at once (the host need not wait for a supervisor)."""
+        task_status.started()
+        while True:
+            async with AsyncExitStack() as stack:
+                client, watch = await self._dial(stack)
+                self._table.listed(await self._listing(client))
+                self._client = client
+                self.why = "connected"
+                log.info(
+                    "connected to the supervisor at %s (%d tools)", client.endpoint, len(self._table.tools)
+                )
+                heard_before = self._first.is_set()  # hosts may have listed: tell them (a reconnection)
+                self._first.set()
+                if heard_before:
+                    await self._changed(Change(tools=True, catalog=True))
+                try:
+                    await self._follow(client, watch)
+                except SupervisorError as exc:  # a listing it did not answer: as good as gone
+                    self.why = f"the supervisor did not answer ({exc})"
+                finally:
+                    self._client = None
+                    self._end_calls()
+            log.warning("lost the supervisor: %s; dialling again", self.why)
+
+    async def _dial(self, stack: AsyncExitStack) -> tuple[AsyncSupervisorClient, AsyncEventWatch]:
+        """A client that answered a ping and a live event subscription, trying until there is one (and,
+        with a launcher, starting a supervisor when none answers)."""
+        delay = DIAL_RETRY_MIN
+        while True:
+            try:
+                async with AsyncExitStack() as attempt:
+                    client = AsyncSupervisorClient(
+                        self.endpoint, request_timeout=REQUEST_TIMEOUT, keys=self._keys
+                    )
+                    await attempt.enter_async_context(client)
+                    await client.ping()
+                    watch = AsyncEventWatch(
+                        await client.events_endpoint(), keys=False if client.keys is None else client.keys
+                    )
+                    attempt.callback(watch.close)
+                    await watch.join()
+                    stack.push_async_exit(attempt.pop_all())
+                    return client, watch
+            except SupervisorError as exc:
+                self.why = f"no supervisor answers at {self.endpoint or 'the default endpoint'}: {exc}"
+            if self._launcher is not None:
+                note = self._launcher.ensure_running()
+                if note:
+                    self.why += f"; {note}"
+            if not self._first.is_set() and (self._launcher is None or self._launcher.gave_up):
+                self._first.set()  # listings stop waiting: the host sees no tools until one answers
+            log.debug("%s; trying again in %g s", self.why, delay)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, DIAL_RETRY_MAX)
+
+    async def _listing(self, client: AsyncSupervisorClient) -> tuple[list[ToolInfo], int]:
+        reply = await client.tool_list()
+        return reply.tools, reply.version
+
+    async def _follow(self, client: AsyncSupervisorClient, watch: AsyncEventWatch) -> None:
+        """Apply events until none comes for ``BEACON_LOSS`` seconds; tell ``changed`` what moved."""
+        while True:
+            event = await watch.next_any(BEACON_LOSS)
+            if event is None:
+                self.why = f"no event from the supervisor for {BEACON_LOSS:g} s"
+                return
+            before = self._table.version
+            if self._table.apply(event):
+                self._table.listed(await self._listing(client))
+            tools = self._table.version != before
+            catalog = isinstance(event, StateChanged) and "ready" in (event.state, event.previous)
+            if tools or catalog:
+                await self._changed(Change(tools=tools, catalog=catalog))
+
+    def _end_calls(self) -> None:
+        """The supervisor is gone: every request in flight through it ends now, as ``SupervisorGone``."""
+        for scope in self._calls:
+            self._lost.add(scope)
+            scope.cancel()

@@ -1,0 +1,138 @@
+"""MCP hosts for the facade's end-to-end tests: the official SDK's ``Client`` against ``mcp-supervisor
+mcp`` (stdio) and against ``mcp-supervisor serve --http`` (streamable HTTP with a bearer token)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.e2e.harness import START_TIMEOUT, STOP_TIMEOUT, poll
+
+REPO = Path(__file__).resolve().parents[2]
+HOST_TIMEOUT = 30.0  # seconds any one wait of these tests may take
+HOST_LIFETIME = 180.0  # seconds a host may live in one test, its whole conversation included
+
+
+def facade_argv(endpoint: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "supervisor", *args[:1], "--endpoint", endpoint, *args[1:]]
+
+
+class Notes:
+    """What a host heard: list-changed notifications (handshake era), counted, with a wake-up."""
+
+    def __init__(self) -> None:
+        self.tools_changed = 0
+        self.resources_changed = 0
+        self._wake = trio.Event()
+
+    async def handler(self, message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ToolListChangedNotification):
+            self.tools_changed += 1
+        elif isinstance(root, types.ResourceListChangedNotification):
+            self.resources_changed += 1
+        else:
+            return
+        self._wake.set()
+        self._wake = trio.Event()
+
+    async def wait_tools_changed(self, more_than: int, timeout: float = HOST_TIMEOUT) -> None:
+        with trio.fail_after(timeout):
+            while self.tools_changed <= more_than:
+                await self._wake.wait()
+
+
+@asynccontextmanager
+async def stdio_host(
+    endpoint: str,
+    *args: str,
+    mode: str = "legacy",
+    notes: Notes | None = None,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[Client]:
+    """A host that starts ``mcp-supervisor mcp --endpoint ENDPOINT ARGS...`` and talks to it over stdio."""
+    argv = facade_argv(endpoint, "mcp", *args)
+    params = StdioServerParameters(
+        command=argv[0], args=argv[1:], env={**os.environ, **(env or {})}, cwd=str(REPO)
+    )
+    handler = notes.handler if notes is not None else None
+    with trio.fail_after(HOST_LIFETIME):
+        async with Client(params, mode=mode, message_handler=handler) as client:  # type: ignore[arg-type]
+            yield client
+
+
+class HttpFacade:
+    """``mcp-supervisor serve --http 127.0.0.1:0``, its port read from its LISTENING line."""
+
+    def __init__(self, tmp: Path, endpoint: str, token: str | None, *args: str) -> None:
+        self.stderr_path = tmp / f"facade-http-{len(list(tmp.glob('facade-http-*')))}.log"
+        env = {**os.environ}
+        env.pop("MCP_SUPERVISOR_TOKEN", None)
+        if token is not None:
+            env["MCP_SUPERVISOR_TOKEN"] = token
+        auth = [] if token is not None else ["--no-auth"]
+        with self.stderr_path.open("wb") as err:
+            self.process = subprocess.Popen(
+                facade_argv(endpoint, "serve", "--http", "127.0.0.1:0", "--log-level", "info", *auth, *args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                cwd=REPO,
+            )
+        self.url: str = poll("the HTTP facade to listen", self._listening, START_TIMEOUT)
+
+    def _listening(self) -> str | None:
+        if self.process.poll() is not None:
+            pytest.fail(f"serve --http exited with {self.process.returncode}:\n{self.stderr}")
+        match = re.search(r"^LISTENING (\S+)", self.stderr, re.MULTILINE)
+        return match.group(1) if match else None
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+                pytest.fail(f"serve --http did not exit within {STOP_TIMEOUT} s of SIGINT:\n{self.stderr}")
+        return self.process.returncode
+
+
+@asynccontextmanager
+async def http_host(
+    url: str, token: str | None, *, mode: str = "legacy", notes: Notes | None = None
+) -> AsyncIterator[Client]:
+    """A host on streamable HTTP, sending ``Authorization: Bearer TOKEN``."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    http: httpx2.AsyncClient = create_mcp_http_client(headers=headers)
+    handler = notes.handler if notes is not None else None
+    async with http:
+        transport = streamable_http_client(url, http_client=http)
+        with trio.fail_after(HOST_LIFETIME):
+            async with Client(transport, mode=mode, message_handler=handler) as client:  # type: ignore[arg-type]
+                yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, types.TextContent))
