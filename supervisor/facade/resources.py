@@ -9,29 +9,48 @@ server's templates a URI fits, listing again when it meets a URI it does not kno
 prefixed names the supervisor gives them (``mcp_{server}_{prompt}``). While no supervisor answers, a
 listing is empty (the host hears of the change when one answers); a read or a prompt is an error
 saying why.
+
+The SDK checks every result against the schema of the host's protocol version on its way out (and the
+host's SDK parses it with its models): one entry it rejects would fail a whole listing. ``listable``
+leaves such entries out, with a warning naming each; ``refusal`` says why a result cannot go out.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
 
 from supervisor.errors import SupervisorError
 from supervisor.facade.upstream import SupervisorGone, Upstream
 from supervisor.facade.views import View
 from supervisor.protocol import PromptInfo, ResourceInfo, ResourceTemplateInfo
 
-__all__ = ["Catalog", "complete", "template_pattern"]
+__all__ = ["Catalog", "complete", "listable", "refusal", "template_pattern"]
+
+log = logging.getLogger("mcp_supervisor.facade")
 
 FIRST_WAIT: Final = 10.0  # seconds a request waits for the facade's first supervisor to answer
 _NOT_FOUND: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS", "BAD_REQUEST"})
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
+# What the SDK adds to a result before its check (cache hints, the 2026-07-28 resultType); older
+# versions' schemas ignore them.
+_STAMPED: Final = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+_LISTINGS: Final[dict[str, tuple[str, type[BaseModel]]]] = {  # method -> (its key, the host's model)
+    "tools/list": ("tools", types.ListToolsResult),
+    "resources/list": ("resources", types.ListResourcesResult),
+    "resources/templates/list": ("resourceTemplates", types.ListResourceTemplatesResult),
+    "prompts/list": ("prompts", types.ListPromptsResult),
+}
+MAX_WARNED: Final = 10_000  # entries left out that were warned about (each once)
 
 
 def template_pattern(template: str) -> re.Pattern[str]:
@@ -54,6 +73,46 @@ def complete(ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> dic
     return result
 
 
+def refusal(
+    version: str, method: str, result: Mapping[str, Any], model: type[BaseModel], skip: int = 0
+) -> str | None:
+    """Why the SDK would not let ``result`` of ``method`` out to a host of protocol ``version``, or the
+    host's SDK would not parse it with ``model`` (where, without the first ``skip`` parts, and what);
+    None when it can go out."""
+    try:
+        serialize_server_result(method, version, {**_STAMPED, **result})
+        model.model_validate(result, by_name=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][skip:])
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        return f"{where or 'the result'}: {first['msg']}{more}"
+    except (KeyError, ValueError):  # a method or version the SDK's tables lack: the SDK decides
+        return None
+    return None
+
+
+def listable(
+    ctx: ServerRequestContext[Any, Any], method: str, entries: Iterable[dict[str, Any]], warned: set[str]
+) -> list[dict[str, Any]]:
+    """The entries of a ``method`` listing that can go out to this host; each left out is warned about
+    (once: ``warned`` holds those already told), naming it and what is wrong with it."""
+    key, model = _LISTINGS[method]
+    kept = []
+    for entry in entries:
+        why = refusal(ctx.protocol_version, method, {key: [entry]}, model, skip=2)
+        if why is None:
+            kept.append(entry)
+            continue
+        what = f"{key[:-1]} {entry.get('name') or entry.get('uri') or entry.get('uriTemplate')!r}"
+        if what + why not in warned:
+            if len(warned) >= MAX_WARNED:
+                warned.clear()
+            warned.add(what + why)
+            log.warning("%s left out of the MCP listing (protocol %s): %s", what, ctx.protocol_version, why)
+    return kept
+
+
 def _omit_none(entry: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in entry.items() if value is not None and value != ""}
 
@@ -67,6 +126,7 @@ class Catalog:
         self._uris: dict[str, str] | None = None  # URI -> server, as last listed
         self._templates: list[tuple[re.Pattern[str], str]] | None = None  # pattern -> server
         self._prompts: dict[str, str] | None = None  # prefixed name -> server
+        self._warned: set[str] = set()  # entries left out of a listing that were warned about
 
     def forget(self) -> None:
         """Servers came or went: the maps are listed again when next needed."""
@@ -124,7 +184,7 @@ class Catalog:
             )
             for r in await self._resources()
         ]
-        return complete(ctx, {"resources": resources})
+        return complete(ctx, {"resources": listable(ctx, "resources/list", resources, self._warned)})
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
@@ -142,6 +202,7 @@ class Catalog:
             )
             for t in await self._resource_templates()
         ]
+        templates = listable(ctx, "resources/templates/list", templates, self._warned)
         return complete(ctx, {"resourceTemplates": templates})
 
     async def list_prompts(
@@ -158,7 +219,7 @@ class Catalog:
             )
             for p in await self._prompt_infos()
         ]
-        return complete(ctx, {"prompts": prompts})
+        return complete(ctx, {"prompts": listable(ctx, "prompts/list", prompts, self._warned)})
 
     # ------------------------------------------------------------ reads
 
@@ -186,7 +247,7 @@ class Catalog:
                 types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
             )
         result = await self._fetch(lambda client: client.read_resource(server, uri))
-        return complete(ctx, {"contents": result.contents})
+        return _checked(ctx, "resources/read", {"contents": result.contents}, server)
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -197,9 +258,11 @@ class Catalog:
         assert self._prompts is not None
         if name not in self._prompts:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}")
+        server = self._prompts[name]
         arguments = {key: str(value) for key, value in (params.arguments or {}).items()}
         result = await self._fetch(lambda client: client.get_prompt(name, arguments))
-        return complete(ctx, _omit_none({"description": result.description, "messages": result.messages}))
+        wire = _omit_none({"description": result.description, "messages": result.messages})
+        return _checked(ctx, "prompts/get", wire, server)
 
     async def _fetch(self, request: Callable[[Any], Any]) -> Any:
         upstream = self._upstream()
@@ -212,3 +275,21 @@ class Catalog:
         except SupervisorError as exc:
             code = types.INVALID_PARAMS if exc.code in _NOT_FOUND else types.INTERNAL_ERROR
             raise MCPError(code, f"{exc.code or 'ERROR'}: {exc.message or exc}") from exc
+
+
+_RESULTS: Final[dict[str, type[BaseModel]]] = {
+    "resources/read": types.ReadResourceResult,
+    "prompts/get": types.GetPromptResult,
+}
+
+
+def _checked(
+    ctx: ServerRequestContext[Any, Any], method: str, result: dict[str, Any], server: str
+) -> dict[str, Any]:
+    """``result``, marked complete; an error naming the server and what is wrong when the host could not
+    take it (rather than the SDK's "Handler returned an invalid result")."""
+    why = refusal(ctx.protocol_version, method, result, _RESULTS[method])
+    if why is not None:
+        why = f"server {server!r} returned a result MCP hosts cannot take ({why})"
+        raise MCPError(types.INTERNAL_ERROR, f"SERVER_ERROR: {why}")
+    return complete(ctx, result)

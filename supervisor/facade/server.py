@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from supervisor import __version__
 from supervisor.errors import SupervisorError
-from supervisor.facade.resources import Catalog, complete
+from supervisor.facade.resources import Catalog, complete, listable, refusal
 from supervisor.facade.upstream import Change, SupervisorGone, Upstream
 from supervisor.facade.views import SearchIndex, View
 from supervisor.protocol import ToolInfo
@@ -73,6 +73,27 @@ INSTRUCTIONS = (
 )
 
 
+class _FacadeServer(Server[Any]):
+    """The SDK's low-level server, saying by default that its lists change (they do, and hosts are told).
+
+    The streamable HTTP transport asks ``create_initialization_options()`` with no arguments, so the
+    default is where a handshake-era host over HTTP learns it."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        if notification_options is None:
+            notification_options = NotificationOptions(
+                prompts_changed=True, resources_changed=True, tools_changed=True
+            )
+        return super().create_initialization_options(
+            notification_options, experimental_capabilities, extensions
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class FacadeOptions:
     view: View = field(default_factory=View)
@@ -91,10 +112,11 @@ class Facade:
         self._bus = InMemorySubscriptionBus()
         self._heard: dict[int, ServerSession] = {}  # handshake-era connections, by first request's session
         self._generation = 0  # grows with every change of the tools
-        self._listing: tuple[int, list[dict[str, Any]]] | None = None  # (generation, tools as JSON)
+        self._listing: tuple[int, str, list[dict[str, Any]]] | None = None  # (generation, version, tools)
+        self._warned: set[str] = set()  # tools left out of a listing that were warned about
         self._index: tuple[int, SearchIndex] | None = None
         self._catalog = Catalog(options.view, self._client)
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _FacadeServer(
             "mcp-supervisor",
             version=__version__,
             title="mcp-supervisor",
@@ -117,8 +139,7 @@ class Facade:
         self.server.middleware = [self._hear_connections]
 
     def initialization_options(self) -> InitializationOptions:
-        changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-        return self.server.create_initialization_options(changes)
+        return self.server.create_initialization_options()
 
     def _client(self) -> Upstream:
         assert self.upstream is not None, "the facade is served before its upstream is set"
@@ -130,12 +151,20 @@ class Facade:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """Remember each handshake-era connection (by its ``notifications/initialized``), to tell it
-        of changes."""
+        of changes; a request whose params do not fit its method is told which (the SDK's own error
+        names nothing)."""
         if ctx.method == "notifications/initialized":
             self._heard[id(ctx.session)] = ctx.session
             while len(self._heard) > MAX_CONNECTIONS_HEARD:
                 del self._heard[next(iter(self._heard))]
-        return await call_next(ctx)
+        try:
+            return await call_next(ctx)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "params"
+            raise MCPError(
+                types.INVALID_PARAMS, f"Invalid params for {ctx.method}: {where}: {first['msg']}"
+            ) from None
 
     async def changed(self, change: Change) -> None:
         """What the supervisor serves changed: tell every host, the way its protocol version hears it."""
@@ -170,10 +199,12 @@ class Facade:
             return complete(ctx, {"tools": _SEARCH_TOOLS})
         upstream = self._client()
         tools = await upstream.tools(self.options.list_wait)
-        listing = self._listing
-        if listing is None or listing[0] != self._generation:
-            listing = self._listing = (self._generation, _tool_entries(self.options.view.select(tools)))
-        return complete(ctx, {"tools": listing[1]})
+        listing, version = self._listing, ctx.protocol_version
+        if listing is None or listing[:2] != (self._generation, version):
+            entries = _tool_entries(self.options.view.select(tools))
+            entries = listable(ctx, "tools/list", entries, self._warned)
+            listing = self._listing = (self._generation, version, entries)
+        return complete(ctx, {"tools": listing[2]})
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -207,14 +238,13 @@ class Facade:
         wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
         if result.structured_content is not None:
             wire["structuredContent"] = result.structured_content
-        try:
-            return types.CallToolResult.model_validate(wire, by_name=False)
-        except ValidationError as exc:
+        why = refusal(ctx.protocol_version, "tools/call", wire, types.CallToolResult)
+        if why is not None:  # the SDK would answer the host "Handler returned an invalid result"
             server = tool.server if tool is not None else "?"
-            why = f"{exc.error_count()} problems, the first: {exc.errors()[0]['msg']}"
             return _error_result(
                 f"SERVER_ERROR: server {server!r} returned a result MCP hosts cannot take ({why})"
             )
+        return types.CallToolResult.model_validate(wire, by_name=False)
 
     async def _search(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
         query, limit = arguments.get("query"), arguments.get("limit", self.options.search_limit)
@@ -255,18 +285,8 @@ def _tool_entry(tool: ToolInfo) -> dict[str, Any]:
 
 
 def _tool_entries(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
-    """The tools as MCP lists them; one the SDK's model rejects is left out with a warning (never the
-    whole listing)."""
-    entries = []
-    for tool in tools:
-        entry = _tool_entry(tool)
-        try:
-            types.Tool.model_validate(entry, by_name=False)
-        except ValidationError as exc:
-            log.warning("tool %s left out of the MCP listing: %s", tool.name, exc.errors()[0]["msg"])
-            continue
-        entries.append(entry)
-    return entries
+    """The tools as MCP lists them (``listable`` then leaves out those a host cannot take)."""
+    return [_tool_entry(tool) for tool in tools]
 
 
 _SEARCH_TOOLS: Final[list[dict[str, Any]]] = [

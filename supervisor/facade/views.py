@@ -88,17 +88,17 @@ def _schema_words(schema: Any, out: list[str], depth: int = 0) -> None:
 class _Doc:
     tool: ToolInfo
     fields: dict[str, Counter[str]]
-    length: int
 
 
 @dataclass(slots=True)
 class SearchIndex:
-    """BM25 over each tool's name (server included), description and argument names; built once per
-    registry version."""
+    """BM25F over each tool's name (server included), description and argument names and descriptions:
+    each field's term frequency is normalised by that field's length (a long argument description does
+    not dilute a match in the name), then weighted; built once per registry version."""
 
     docs: list[_Doc] = field(default_factory=list)
     document_frequency: Counter[str] = field(default_factory=Counter)
-    average_length: float = 1.0
+    average_lengths: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def build(cls, tools: Sequence[ToolInfo]) -> SearchIndex:
@@ -111,11 +111,11 @@ class SearchIndex:
                 "description": Counter(_words(tool.description)),
                 "schema": Counter(schema),
             }
-            length = sum(sum(counts.values()) for counts in fields.values())
-            index.docs.append(_Doc(tool, fields, length))
+            index.docs.append(_Doc(tool, fields))
             index.document_frequency.update({word for counts in fields.values() for word in counts})
-        if index.docs:
-            index.average_length = max(1.0, sum(doc.length for doc in index.docs) / len(index.docs))
+        for name in _FIELD_WEIGHTS:
+            lengths = [sum(doc.fields[name].values()) for doc in index.docs]
+            index.average_lengths[name] = max(1.0, sum(lengths) / len(lengths)) if lengths else 1.0
         return index
 
     def search(self, query: str, limit: int) -> list[Hit]:
@@ -125,23 +125,26 @@ class SearchIndex:
         if not terms or limit <= 0:
             return []
         total = len(self.docs)
-        hits: list[Hit] = []
         k1, b = 1.2, 0.75
+        hits: list[Hit] = []
         for doc in self.docs:
             score = 0.0
-            norm = k1 * (1 - b + b * doc.length / self.average_length)
             for term in terms:
+                weighted = 0.0  # BM25F: the term's frequency, each field normalised and weighted
+                df = self.document_frequency.get(term, 0)
                 for name, counts in doc.fields.items():
                     frequency = float(counts.get(term, 0))
-                    df = self.document_frequency.get(term, 0)
-                    if not frequency:
-                        partial = [word for word in counts if len(term) >= 3 and word.startswith(term)]
-                        if not partial:
-                            continue
-                        frequency = 0.5 * sum(counts[word] for word in partial)
-                        df = max(self.document_frequency[word] for word in partial)
+                    if not frequency and len(term) >= 3:
+                        partial = [word for word in counts if word.startswith(term)]
+                        if partial:
+                            frequency = 0.5 * sum(counts[word] for word in partial)
+                            df = max(df, *(self.document_frequency[word] for word in partial))
+                    if frequency:
+                        length = sum(counts.values()) / self.average_lengths[name]
+                        weighted += _FIELD_WEIGHTS[name] * frequency / (1 - b + b * length)
+                if weighted:
                     idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
-                    score += _FIELD_WEIGHTS[name] * idf * frequency * (k1 + 1) / (frequency + norm)
+                    score += idf * weighted * (k1 + 1) / (weighted + k1)
             if score > 0:
                 hits.append(Hit(doc.tool, score))
         hits.sort(key=lambda hit: (-hit.score, hit.tool.name))

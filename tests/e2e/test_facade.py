@@ -118,6 +118,11 @@ async def test_host_lists_every_tool_under_its_prefixed_name_with_schemas(
 ) -> None:
     async with open_host(kind, sup.endpoint, mode=mode) as host:
         tools = {tool.name: tool for tool in (await host.list_tools()).tools}
+        capabilities = host.server_capabilities
+    # Told that every list changes, on each transport and in each era (hosts are told when they do).
+    assert capabilities.tools is not None and capabilities.tools.list_changed
+    assert capabilities.resources is not None and capabilities.resources.list_changed
+    assert capabilities.prompts is not None and capabilities.prompts.list_changed
     registry = {tool.name for tool in sup.client.list_tools()}
     assert set(tools) == registry
     assert {"mcp_t_echo", "mcp_u_echo", "mcp_t_add", "mcp_t_weird_name_with_chars"} <= set(tools)

@@ -37,7 +37,17 @@ REGISTRY = [
         "time", "get_current_time", "Get current time in a specific timezone", timezone="IANA timezone name"
     ),
     tool("time", "convert_time", "Convert time between timezones", source_timezone="", target_timezone=""),
-    tool("git", "git_log", "Shows the commit logs", repo_path="Path to the Git repository"),
+    tool(
+        "git",
+        "git_log",
+        "Shows the commit logs",
+        repo_path="Path to the Git repository",
+        max_count="Maximum number of commits to show, counted from the newest one back",
+        start_timestamp="Start timestamp for filtering commits: ISO 8601, relative dates or absolute dates",
+        end_timestamp="End timestamp for filtering commits: ISO 8601, relative dates or absolute dates",
+    ),
+    tool("git", "git_show", "Shows the contents of a commit", repo_path="", revision=""),
+    tool("everything", "toggle-simulated-logging", "Toggles simulated, random-leveled logging on or off"),
     tool("git", "git_diff_staged", "Shows changes that are staged for commit", repo_path=""),
     tool("git", "git_status", "Shows the working tree status", repo_path=""),
     tool("calc", "add", "Adds two numbers and returns their sum", a="first number", b="second number"),
@@ -55,13 +65,18 @@ def test_a_view_without_servers_or_globs_shows_everything() -> None:
 
 def test_servers_view_shows_only_those_servers() -> None:
     names = {t.name for t in View(servers=frozenset({"git"})).select(REGISTRY)}
-    assert names == {"mcp_git_git_log", "mcp_git_git_diff_staged", "mcp_git_git_status"}
+    assert names == {"mcp_git_git_log", "mcp_git_git_show", "mcp_git_git_diff_staged", "mcp_git_git_status"}
 
 
 def test_tools_globs_match_prefixed_names_and_combine_with_servers() -> None:
     view = View(servers=frozenset({"git", "time"}), tools=("mcp_git_git_s*", "mcp_time_*", "mcp_calc_*"))
     names = {t.name for t in view.select(REGISTRY)}
-    assert names == {"mcp_git_git_status", "mcp_time_get_current_time", "mcp_time_convert_time"}
+    assert names == {
+        "mcp_git_git_status",
+        "mcp_git_git_show",
+        "mcp_time_get_current_time",
+        "mcp_time_convert_time",
+    }
 
 
 def test_a_tool_the_registry_does_not_have_may_be_called_when_the_view_would_show_it() -> None:
@@ -73,7 +88,7 @@ def test_a_tool_the_registry_does_not_have_may_be_called_when_the_view_would_sho
     assert not View(servers=frozenset({"git"})).may_call("mcp_gitx_log", None)
 
 
-@given(st.lists(st.sampled_from(["time", "git", "calc", "files", "other"]), unique=True))
+@given(st.lists(st.sampled_from(["time", "git", "calc", "files", "everything", "other"]), unique=True))
 def test_shows_and_may_call_agree_for_every_listed_tool(servers: list[str]) -> None:
     view = View(servers=frozenset(servers))
     for info in REGISTRY:
@@ -88,6 +103,7 @@ def test_shows_and_may_call_agree_for_every_listed_tool(servers: list[str]) -> N
     [
         ("what time is it in Tokyo timezone", "mcp_time_get_current_time"),
         ("show the git commit log", "mcp_git_git_log"),
+        ("show git log", "mcp_git_git_log"),  # its long argument descriptions do not dilute its name
         ("add two numbers", "mcp_calc_add"),
         ("changes staged for commit", "mcp_git_git_diff_staged"),
         ("write a file", "mcp_files_writeFile"),
