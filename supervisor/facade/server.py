@@ -20,6 +20,7 @@ the server and what happened; an unknown tool and bad arguments are JSON-RPC err
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -261,10 +262,14 @@ class Facade:
         found = [{**_tool_entry(hit.tool), "score": round(hit.score, 3)} for hit in hits]
         if not upstream.connected and not found:
             return _error_result(f"UNAVAILABLE: {upstream.why}")
-        summary = "\n".join(f"{entry['name']}: {entry.get('description', '')}" for entry in found)
-        text = summary or f"no tool matches {query!r}; try other words"
+        structured = {"tools": found}
+        # The text is the same JSON (as MCP asks of structured results): a host that shows the model
+        # only the text still gives it the input schemas that call_tool needs.
+        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        if not found:
+            text = f"no tool matches {query!r}; try other words"
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structured_content={"tools": found}
+            content=[types.TextContent(type="text", text=text)], structured_content=structured
         )
 
 

@@ -342,6 +342,7 @@ async def test_search_view_lists_two_tools_that_find_and_call_the_registry(
     assert names[0] in ("mcp_t_add", "mcp_u_add") and len(names) <= 3
     assert found.structured_content["tools"][0]["inputSchema"]["properties"]["a"]
     assert called.structured_content == {"sum": 42}
+    assert json.loads(text_of(found)) == found.structured_content  # the text carries the schemas too
 
 
 # ------------------------------------------------------------------ faults
