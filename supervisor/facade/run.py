@@ -69,6 +69,7 @@ async def serve_stdio(
 
     facade, upstream = _facade(options, endpoint, keys, launcher)
     async with anyio.create_task_group() as tasks:
+        await tasks.start(facade.tell_hosts)
         await tasks.start(upstream.run)
         with claimed_stdio() as (stdin, stdout):  # trio's own pipes: no thread per line (see pipes)
             async with (
@@ -252,6 +253,7 @@ async def serve_http(
     config = uvicorn.Config(http_app(facade, host, tokens), log_level=log_level, lifespan="on")
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tasks:
+        await tasks.start(facade.tell_hosts)
         await tasks.start(upstream.run)
         await server.serve(sockets=[sock])
         tasks.cancel_scope.cancel()

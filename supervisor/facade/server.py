@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -113,6 +114,8 @@ class Facade:
         self._bus = InMemorySubscriptionBus()
         self._heard: dict[int, ServerSession] = {}  # handshake-era connections, by first request's session
         self._generation = 0  # grows with every change of the tools
+        self._untold = Change()  # changes noted and not told to hosts yet
+        self._wake = anyio.Event()  # set when there are
         self._listing: tuple[int, str, list[dict[str, Any]]] | None = None  # (generation, version, tools)
         self._warned: set[str] = set()  # tools left out of a listing that were warned about
         self._index: tuple[int, SearchIndex] | None = None
@@ -168,28 +171,50 @@ class Facade:
             ) from None
 
     async def changed(self, change: Change) -> None:
-        """What the supervisor serves changed: tell every host, the way its protocol version hears it."""
+        """What the supervisor serves changed: noted at once (the link's event loop never waits for a
+        host); ``tell_hosts`` tells them, changes that come meanwhile coalesced into one round."""
         if change.tools:
             self._generation += 1
+        if change.tools or change.catalog:
             self._catalog.forget()
-        tell_tools = change.tools and not self.options.search
-        if tell_tools:
-            await self._bus.publish(ToolsListChanged())
-        if change.catalog:
-            self._catalog.forget()
-            await self._bus.publish(ResourcesListChanged())
-            await self._bus.publish(PromptsListChanged())
-        for key, session in list(self._heard.items()):
-            try:
-                with anyio.fail_after(NOTIFY_TIMEOUT):
-                    if tell_tools:
-                        await session.send_tool_list_changed()
-                    if change.catalog:
-                        await session.send_resource_list_changed()
-                        await session.send_prompt_list_changed()
-            except Exception as exc:  # boundary: a host that went away is forgotten, the others are told
-                log.debug("a host connection is gone (%s: %s); forgotten", type(exc).__name__, exc)
-                self._heard.pop(key, None)
+        self._untold = Change(
+            tools=self._untold.tools or (change.tools and not self.options.search),
+            catalog=self._untold.catalog or change.catalog,
+        )
+        self._wake.set()
+
+    async def tell_hosts(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Tell every host of the changes noted, the way its protocol version hears them: each round
+        sends to every connection at once, each bounded by ``NOTIFY_TIMEOUT`` (a host that does not read
+        delays no other, and no round outlasts it)."""
+        task_status.started()
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            change, self._untold = self._untold, Change()
+            if change.tools:
+                await self._bus.publish(ToolsListChanged())
+            if change.catalog:
+                await self._bus.publish(ResourcesListChanged())
+                await self._bus.publish(PromptsListChanged())
+            if change.tools or change.catalog:
+                async with anyio.create_task_group() as round_:
+                    for key, session in list(self._heard.items()):
+                        round_.start_soon(self._tell, key, session, change)
+
+    async def _tell(self, key: int, session: ServerSession, change: Change) -> None:
+        try:
+            with anyio.fail_after(NOTIFY_TIMEOUT):
+                if change.tools:
+                    await session.send_tool_list_changed()
+                if change.catalog:
+                    await session.send_resource_list_changed()
+                    await session.send_prompt_list_changed()
+        except Exception as exc:  # boundary: a host that went away or stalls is forgotten, the others told
+            log.debug("a host connection is gone (%s: %s); forgotten", type(exc).__name__, exc)
+            self._heard.pop(key, None)
 
     # ------------------------------------------------------------ tools
 
