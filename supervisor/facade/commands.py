@@ -160,5 +160,5 @@ def cmd_host_config(args: argparse.Namespace) -> int:
         )
     launch = Launch(url=args.url, token_env=args.token_env) if args.url else Launch(command=_command(args))
     print(entry(args.host, args.name, launch))
-    print(f"\n(goes in {where(args.host)})", file=sys.stderr)
+    print(f"\n{where(args.host)}", file=sys.stderr)
     return 0

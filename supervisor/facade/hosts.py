@@ -16,14 +16,14 @@ __all__ = ["HOSTS", "Launch", "entry"]
 HOSTS: Final = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "generic")
 
 _WHERE: Final = {
-    "claude-desktop": "the mcpServers object of claude_desktop_config.json (Settings > Developer > Edit "
+    "claude-desktop": "Goes in the mcpServers object of claude_desktop_config.json (Settings > Developer > Edit "
     "Config; macOS: ~/Library/Application Support/Claude/, Windows: %APPDATA%\\Claude\\)",
-    "claude-code": "run the command, or put the JSON in .mcp.json at the project's root (mcpServers)",
-    "cursor": "the mcpServers object of ~/.cursor/mcp.json (every project) or .cursor/mcp.json",
-    "vscode": "the servers object of .vscode/mcp.json (or of the user's mcp.json: 'MCP: Open User "
+    "claude-code": "Run the command, or put the JSON in .mcp.json at the project's root.",
+    "cursor": "Goes in the mcpServers object of ~/.cursor/mcp.json (every project) or .cursor/mcp.json",
+    "vscode": "Goes in the servers object of .vscode/mcp.json (or of the user's mcp.json: 'MCP: Open User "
     "Configuration')",
-    "windsurf": "the mcpServers object of ~/.codeium/windsurf/mcp_config.json",
-    "generic": "the mcpServers object of the host's MCP config",
+    "windsurf": "Goes in the mcpServers object of ~/.codeium/windsurf/mcp_config.json",
+    "generic": "Goes in the mcpServers object of the host's MCP config",
 }
 
 

@@ -13,6 +13,8 @@ import json
 import os
 import secrets
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -452,3 +454,40 @@ def supervisors_of(config: Path) -> list[int]:
         if b"run" in argv and str(config.resolve()).encode() in argv and alive(int(proc.name)):
             pids.append(int(proc.name))
     return pids
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_host_config_prints_an_entry_that_starts_this_facade(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text("{}")
+    done = run_cli("host-config", "vscode", "--config", str(config), "--search", "--servers", "a,b")
+    assert done.returncode == 0, done.stderr
+    server = json.loads(done.stdout)["servers"]["mcp-supervisor"]
+    assert server["type"] == "stdio" and Path(server["command"]).name == "mcp-supervisor"
+    assert server["args"] == ["mcp", "--config", str(config.resolve()), "--servers", "a,b", "--search"]
+    assert ".vscode/mcp.json" in done.stderr
+    refused = run_cli("host-config", "claude-desktop", "--url", "http://127.0.0.1:1/mcp")
+    assert refused.returncode == 2 and "local servers only" in refused.stderr
+
+
+def test_serve_without_tokens_refuses_to_start_and_says_how(tmp_path: Path) -> None:
+    done = run_cli("serve", "--http", "127.0.0.1:0", env={"MCP_SUPERVISOR_TOKEN": ""})
+    assert done.returncode == 2
+    assert "--token-file" in done.stderr and "--no-auth" in done.stderr
+    bad = run_cli("serve", "--http", "nowhere", "--no-auth")
+    assert bad.returncode == 2 and "HOST:PORT" in bad.stderr
+    missing = run_cli("mcp", "--config", str(tmp_path / "absent.json"))
+    assert missing.returncode == 2 and "absent.json" in missing.stderr
