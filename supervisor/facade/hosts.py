@@ -16,8 +16,8 @@ __all__ = ["HOSTS", "Launch", "entry"]
 HOSTS: Final = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "generic")
 
 _WHERE: Final = {
-    "claude-desktop": "Goes in the mcpServers object of claude_desktop_config.json (Settings > Developer > Edit "
-    "Config; macOS: ~/Library/Application Support/Claude/, Windows: %APPDATA%\\Claude\\)",
+    "claude-desktop": "Goes in the mcpServers object of claude_desktop_config.json (Settings > Developer > "
+    "Edit Config; macOS: ~/Library/Application Support/Claude/, Windows: %APPDATA%\\Claude\\)",
     "claude-code": "Run the command, or put the JSON in .mcp.json at the project's root.",
     "cursor": "Goes in the mcpServers object of ~/.cursor/mcp.json (every project) or .cursor/mcp.json",
     "vscode": "Goes in the servers object of .vscode/mcp.json (or of the user's mcp.json: 'MCP: Open User "
