@@ -14,16 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
-__all__ = ["tool_allowed"]
+__all__ = ["matches_any", "tool_allowed"]
 
 
-def _matches(name: str, patterns: Iterable[str]) -> bool:
+def matches_any(name: str, patterns: Iterable[str]) -> bool:
+    """Whether ``name`` matches one of the names or ``fnmatch`` globs (case-sensitive) in ``patterns``;
+    the MCP facade's ``--tools`` globs match prefixed names with it too."""
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def tool_allowed(name: str, enabled: Iterable[str] | None = None, disabled: Iterable[str] = ()) -> bool:
     """Whether the view (``enabled`` patterns, or ``None`` for all; ``disabled`` patterns) lets the
     server's own tool ``name`` through. ``disabled`` wins over ``enabled``; ``enabled=()`` lets none."""
-    if enabled is not None and not _matches(name, enabled):
+    if enabled is not None and not matches_any(name, enabled):
         return False
-    return not _matches(name, disabled)
+    return not matches_any(name, disabled)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import httpx2
 import jsonschema.exceptions
@@ -74,6 +74,7 @@ log = logging.getLogger("mcp_supervisor.worker")
 STATE_ONLY_RETRY: Final = 0.05  # seconds before retrying a call the server answered with state only
 
 Validators = dict[str, jsonschema.protocols.Validator | None]
+_C = TypeVar("_C", Invoke, Fetch)
 
 
 @dataclass(slots=True, eq=False)
@@ -127,18 +128,27 @@ class Calls:
         self._output_validators = {tool.name: validator(tool.output_schema) for tool in tools}
 
     def invoke(self, command: Invoke) -> None:
-        if self._client is None:
-            self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
-        else:
-            running = self._track(command.call, command.budget)
-            self._tasks.start_soon(self._call, self._client, command, running)
+        self._start(self._serve_call, command)
 
     def fetch(self, command: Fetch) -> None:
-        if self._client is None:
+        self._start(self._serve_fetch, command)
+
+    def _start(self, serve: Callable[[Client, _C, _Running], Awaitable[None]], command: _C) -> None:
+        """Serve ``command`` in a task of its own, tracked by its call id while it runs."""
+        client = self._client
+        if client is None:
             self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
-        else:
-            running = self._track(command.call, command.budget)
-            self._tasks.start_soon(self._fetch, self._client, command, running)
+            return
+        running = self._track(command.call, command.budget)
+
+        async def run() -> None:
+            try:
+                if not running.aborted:  # an Abort that came before this task started: nothing to do
+                    await serve(client, command, running)
+            finally:
+                self._untrack(running)
+
+        self._tasks.start_soon(run)
 
     def abort(self, command: Abort) -> None:
         """The caller cancelled a call (the supervisor has answered it): cancel its scope, which tells
@@ -166,13 +176,6 @@ class Calls:
         """Answer a call with an error, unless its caller cancelled it (then nothing is sent)."""
         if not running.aborted:
             self._link.fail(running.call, code, message)
-
-    async def _call(self, client: Client, invoke: Invoke, running: _Running) -> None:
-        try:
-            if not running.aborted:  # an Abort that came before this task started: nothing to do
-                await self._serve_call(client, invoke, running)
-        finally:
-            self._untrack(running)
 
     async def _serve_call(self, client: Client, invoke: Invoke, running: _Running) -> None:
         try:
@@ -263,15 +266,8 @@ class Calls:
             return None
         return error
 
-    async def _fetch(self, client: Client, fetch: Fetch, running: _Running) -> None:
-        """A resources or prompts request, under its budget and with the error codes of a tool call."""
-        try:
-            if not running.aborted:  # an Abort that came before this task started: nothing to do
-                await self._serve_fetch(client, fetch, running)
-        finally:
-            self._untrack(running)
-
     async def _serve_fetch(self, client: Client, fetch: Fetch, running: _Running) -> None:
+        """A resources or prompts request, under its budget and with the error codes of a tool call."""
         what = f"{fetch.method} {fetch.target}".rstrip()
         log.debug("fetch %s", what)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -227,8 +227,8 @@ class Facade:
         tools = await upstream.tools(self.options.list_wait)
         listing, version = self._listing, ctx.protocol_version
         if listing is None or listing[:2] != (self._generation, version):
-            entries = _tool_entries(self.options.view.select(tools))
-            entries = listable(ctx, "tools/list", entries, self._warned)
+            entries = [_tool_entry(tool) for tool in self.options.view.select(tools)]
+            entries = listable(ctx, "tools/list", entries, self._warned)  # less what this host cannot take
             listing = self._listing = (self._generation, version, entries)
         return complete(ctx, {"tools": listing[2]})
 
@@ -312,11 +312,6 @@ def _tool_entry(tool: ToolInfo) -> dict[str, Any]:
     if tool.annotations is not None:
         entry["annotations"] = tool.annotations
     return entry
-
-
-def _tool_entries(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
-    """The tools as MCP lists them (``listable`` then leaves out those a host cannot take)."""
-    return [_tool_entry(tool) for tool in tools]
 
 
 _SEARCH_TOOLS: Final[list[dict[str, Any]]] = [

@@ -12,11 +12,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any
 
 from supervisor.protocol import ToolInfo
 from supervisor.registry import server_of
+from supervisor.views import matches_any
 
 __all__ = ["Hit", "SearchIndex", "View"]
 
@@ -35,14 +35,14 @@ class View:
     def shows(self, tool: ToolInfo) -> bool:
         if not self.shows_server(tool.server):
             return False
-        return not self.tools or any(fnmatchcase(tool.name, pattern) for pattern in self.tools)
+        return not self.tools or matches_any(tool.name, self.tools)
 
     def may_call(self, name: str, tool: ToolInfo | None) -> bool:
         """Whether a call to ``name`` may go through; ``tool`` is its entry, None when the registry has
         none now (its server restarting, say: the supervisor then answers why)."""
         if tool is not None:
             return self.shows(tool)
-        if self.tools and not any(fnmatchcase(name, pattern) for pattern in self.tools):
+        if self.tools and not matches_any(name, self.tools):
             return False
         return self.servers is None or server_of(name, self.servers) is not None
 
