@@ -74,6 +74,7 @@ class WorkerExit(enum.IntEnum):
     SERVER_DIED = 3  # the server exited abnormally, its connection closed, or it stopped answering pings
     START_FAILED = 4  # the server could not be started, initialized or listed
     SERVER_DONE = 5  # the server exited on its own with status 0
+    NEEDS_LOGIN = 6  # the server needs an OAuth authorization only a person can give (``login``)
     CRASHED = 70  # an exception nothing else caught ended the worker (EX_SOFTWARE)
 
 

@@ -230,8 +230,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reload.add_argument("--json", action="store_true", help="print the summary as JSON")
     reload.set_defaults(func=cmd_reload)
+    _login_parsers(sub, common)
     _facade_parsers(sub, common)
     return parser
+
+
+def _login_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    from supervisor.login import cmd_login, cmd_logout
+
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("server", help='a remote server with "oauth" in the config')
+    config.add_argument(
+        "--config",
+        help="the config file that names the server (default: found as 'run' finds it: "
+        "$MCP_SUPERVISOR_CONFIG, ./mcp.json, ./config/mcp.json, ~/.config/mcp-supervisor/mcp.json)",
+    )
+    login = sub.add_parser(
+        "login",
+        parents=[common, config],
+        help="authorize an OAuth server once (browser, or a pasted redirect URL); its tokens are then kept "
+        "and refreshed",
+        description="Run the OAuth authorization-code flow for one server: print the authorization URL (and "
+        "open a browser when there is a display), then take the redirect on the loopback port of the "
+        "server's redirectUri, or the redirect URL pasted here (for a machine without a browser, e.g. over "
+        "SSH: open the URL anywhere, allow access, and paste the address the browser ends up at, even if "
+        "its page fails to load). The tokens are kept in $XDG_STATE_HOME/mcp-supervisor/tokens/ (mode "
+        "0600) and refreshed by the server's worker; a running supervisor that holds the server in "
+        "needs-login starts it. Servers with the client_credentials or identity_assertion grant need no "
+        "login.",
+    )
+    login.add_argument("--no-browser", action="store_true", help="only print the URL; never open a browser")
+    login.add_argument("--no-paste", action="store_true", help="do not read a pasted URL from stdin")
+    login.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds to wait for the authorization (default 300)"
+    )
+    login.set_defaults(func=cmd_login)
+    logout = sub.add_parser(
+        "logout",
+        parents=[common, config],
+        help="forget an OAuth server's tokens (a running server restarts and needs a login)",
+    )
+    logout.set_defaults(func=cmd_logout)
 
 
 def _facade_parsers(

@@ -79,10 +79,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
             except SupervisorUnreachableError:
                 time.sleep(WAIT_POLL_INTERVAL)
                 continue
-            failed = [row for row in rows if row.state == "failed"]
+            failed = [row for row in rows if row.state in ("failed", "needs-login")]
             if failed:
                 detail = "; ".join(f"{row.server}: {row.last_error}" for row in failed)
-                raise CliError(f"server failed: {detail}")
+                raise CliError(f"server {failed[0].state.replace('-', 's ')}: {detail}")
             waiting = [f"{row.server} ({row.state})" for row in rows if row.state not in ("ready", "stopped")]
             if not waiting:
                 print(f"all {sum(row.state == 'ready' for row in rows)} servers ready")
@@ -143,8 +143,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([msgspec.to_builtins(row) for row in rows])
     else:
+        tokens = any(r.token_expires_at is not None for r in rows)  # a TOKEN column for OAuth servers
         _print_table(
-            ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "RETRY_IN", "LAST_ERROR"),
+            ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "RETRY_IN")
+            + ("TOKEN",) * tokens
+            + ("LAST_ERROR",),
             [
                 (
                     r.server,
@@ -154,8 +157,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                     str(r.restarts),
                     str(r.tools),
                     "-" if r.next_restart_in is None else f"{r.next_restart_in:.1f}s",
-                    (r.last_error or "-")[:80],
                 )
+                + (_token_left(r.token_expires_at),) * tokens
+                + ((r.last_error or "-")[:80],)
                 for r in rows
             ],
         )
@@ -166,6 +170,16 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{front.dropped_replies} replies dropped with {front.dropped_calls} requests (unread)"
         )
     return 0
+
+
+def _token_left(expires_at: float | None) -> str:
+    """How long an OAuth access token has left: ``52m``, ``expired``, or ``-``."""
+    if expires_at is None:
+        return "-"
+    left = expires_at - time.time()
+    if left <= 0:
+        return "expired"
+    return f"{left:.0f}s" if left < 120 else f"{left / 60:.0f}m" if left < 7200 else f"{left / 3600:.0f}h"
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -188,7 +202,9 @@ def cmd_events(args: argparse.Namespace) -> int:
 def _describe(event: RegistryChanged | StateChanged) -> str:
     if isinstance(event, StateChanged):
         error = (
-            f" ({event.last_error})" if event.last_error and event.state in ("failed", "restarting") else ""
+            f" ({event.last_error})"
+            if event.last_error and event.state in ("failed", "restarting", "needs-login")
+            else ""
         )
         return f"state    {event.server}: {event.previous} -> {event.state}{error}"
     parts = [f"+{info.name}" for info in event.added] + [f"-{name}" for name in event.removed]

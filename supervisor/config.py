@@ -10,6 +10,7 @@ here too) and the JSON decoding and messages (``supervisor.config_json``).
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from supervisor.config_model import (
     ConfigError,
     ConfigProblem,
     MissingVariable,
+    OAuthConfig,
+    OAuthSpec,
     RootEntry,
     SamplingHook,
     ServerConfig,
@@ -43,7 +46,7 @@ from supervisor.config_model import (
 from supervisor.policy import POLICY_KEYS, RestartPolicy
 
 __all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
-__all__ += ["RootEntry", "SamplingHook", "ServerConfig", "ServerSpec", "SupervisorSettings"]
+__all__ += ["OAuthSpec", "RootEntry", "SamplingHook", "ServerConfig", "ServerSpec", "SupervisorSettings"]
 __all__ += ["expand_vars", "find_config", "load_config", "parse_config"]
 
 _Env = Mapping[str, str]
@@ -287,6 +290,7 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
             args=[expand(arg, f"sampling.args[{i}]") for i, arg in enumerate(sampling.args)],
             timeout=sampling.timeout,
         )
+    oauth = _oauth(cfg, transport, headers, expand)
     enabled_tools = None if cfg.enabled_tools is None else _patterns(cfg.enabled_tools, "enabledTools")
     disabled_tools = _patterns(cfg.disabled_tools, "disabledTools")
     return ServerSpec(
@@ -307,7 +311,74 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         refresh_interval=cfg.refresh_interval,
         enabled_tools=enabled_tools,
         disabled_tools=disabled_tools,
+        oauth=oauth,
     )
+
+
+def _oauth(
+    cfg: ServerConfig, transport: Transport, headers: dict[str, str], expand: Callable[..., str]
+) -> OAuthSpec | None:
+    """The server's ``"oauth"`` object checked, with ``${VAR}`` expanded in every string."""
+    if cfg.oauth is None or cfg.oauth is False:
+        return None
+    if transport == "stdio":
+        raise _Problem('"oauth" is for remote servers ("url"); a stdio server takes credentials in "env"')
+    if any(key.lower() == "authorization" for key in headers):
+        raise _Problem('"headers" has an Authorization header and "oauth" is set: give only one of them')
+    raw = OAuthConfig() if cfg.oauth is True else cfg.oauth
+
+    def text(value: str | None, key: str) -> str | None:
+        return None if value is None else expand(value, f"oauth.{key}")
+
+    values = {f.name: getattr(raw, f.name) for f in fields(OAuthSpec)}
+    for key in _OAUTH_TEXT:
+        values[key] = text(values[key], key)
+    spec = OAuthSpec(**values)
+    need = _OAUTH_NEEDS[spec.grant]
+    missing = [f'"{_camel(name)}"' for name in need if not values[name]]
+    if spec.grant == "client_credentials" and not (spec.client_secret or spec.private_key):
+        missing.append('"clientSecret" or "privateKey"')
+    if missing:
+        raise _Problem(f'"oauth": grant {spec.grant} needs {", ".join(missing)}')
+    method = spec.token_endpoint_auth_method
+    if method == "private_key_jwt" and not spec.private_key:
+        raise _Problem('"oauth": tokenEndpointAuthMethod private_key_jwt needs "privateKey" (a PEM key)')
+    if spec.private_key and spec.grant != "client_credentials":
+        raise _Problem('"oauth": "privateKey" (private_key_jwt) is for grant client_credentials')
+    if spec.client_secret and not spec.client_id:
+        raise _Problem('"oauth": "clientSecret" needs the "clientId" it belongs to')
+    if spec.client_metadata_url is not None and not _CIMD_URL_RE.match(spec.client_metadata_url):
+        raise _Problem(
+            '"oauth": "clientMetadataUrl" must be an https:// URL with a path, e.g. https://example.com/client.json'
+        )
+    if not _HTTP_URL_RE.match(spec.redirect_uri):
+        raise _Problem('"oauth": "redirectUri" must be an http:// or https:// URL')
+    for key in ("issuer", "idp_token_endpoint"):
+        if values[key] is not None and not _HTTP_URL_RE.match(values[key]):
+            raise _Problem(f'"oauth": "{_camel(key)}" must be an http:// or https:// URL')
+    return spec
+
+
+_OAUTH_TEXT: tuple[str, ...] = ("client_id", "client_secret", "private_key", "scope", "client_metadata_url")
+_OAUTH_TEXT += ("redirect_uri", "issuer", "idp_token_endpoint", "idp_client_id", "idp_id_token")
+_OAUTH_NEEDS: dict[str, tuple[str, ...]] = {
+    "authorization_code": (),
+    "client_credentials": ("client_id",),
+    "identity_assertion": (
+        "client_id",
+        "client_secret",
+        "issuer",
+        "idp_token_endpoint",
+        "idp_client_id",
+        "idp_id_token",
+    ),
+}
+_CIMD_URL_RE = re.compile(r"https://[^/?#\s]+/[^?#\s]+", re.IGNORECASE)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def _patterns(patterns: list[str], field: str) -> tuple[str, ...]:

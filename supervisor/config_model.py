@@ -16,8 +16,24 @@ import msgspec
 
 from supervisor.policy import RestartPolicy
 
-__all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
-__all__ += ["RootEntry", "SamplingHook", "ServerConfig", "ServerSpec", "SupervisorSettings", "Transport"]
+__all__ = [
+    "DEFAULT_REDIRECT_URI",
+    "DEFAULT_TOOL_TIMEOUT",
+    "Config",
+    "ConfigError",
+    "ConfigProblem",
+    "MissingVariable",
+]
+__all__ += [
+    "OAuthConfig",
+    "OAuthGrant",
+    "OAuthSpec",
+    "RootEntry",
+    "SamplingHook",
+    "ServerConfig",
+    "ServerSpec",
+]
+__all__ += ["SupervisorSettings", "TokenAuthMethod", "Transport"]
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 """Seconds a tool call may run when neither the caller nor the config says otherwise."""
@@ -40,6 +56,39 @@ class SamplingHook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0  # seconds; then the request is refused
 
 
+OAuthGrant = Literal["authorization_code", "client_credentials", "identity_assertion"]
+TokenAuthMethod = Literal["client_secret_basic", "client_secret_post", "none", "private_key_jwt"]
+
+DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
+"""Where ``mcp-supervisor login`` listens for the authorization server's redirect (a fixed port, so that
+a client registered once keeps working); ``"redirectUri"`` in a server's ``"oauth"`` changes it."""
+
+
+class OAuthConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
+    """A remote server's ``"oauth"`` object, as written (``${VAR}`` not yet expanded).
+
+    ``authorization_code`` (the default) is authorized once by ``mcp-supervisor login``; the other
+    grants need nobody: ``client_credentials`` with a secret or a private key (``private_key_jwt``),
+    ``identity_assertion`` (SEP-990: an enterprise IdP's ID token exchanged for an ID-JAG, then for an
+    access token at ``issuer``).
+    """
+
+    grant: OAuthGrant = "authorization_code"
+    client_id: str | None = None  # pre-registered; absent: a Client ID Metadata Document or registration
+    client_secret: str | None = None
+    token_endpoint_auth_method: TokenAuthMethod | None = None
+    private_key: str | None = None  # PEM, for private_key_jwt (usually "${VAR}")
+    signing_algorithm: str = "RS256"
+    scope: str | None = None  # absent: chosen from the server's challenge and metadata
+    client_metadata_url: str | None = None  # an https URL used as client_id where the server supports it
+    client_name: str = "mcp-supervisor"
+    redirect_uri: str = DEFAULT_REDIRECT_URI
+    issuer: str | None = None  # the authorization server's issuer (required for identity_assertion)
+    idp_token_endpoint: str | None = None  # identity_assertion: the enterprise IdP's token endpoint
+    idp_client_id: str | None = None
+    idp_id_token: str | None = None  # the user's ID token at the IdP (usually "${VAR}")
+
+
 class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
     """One entry of ``mcpServers`` exactly as written in the file."""
 
@@ -49,6 +98,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = {}
+    oauth: OAuthConfig | bool | None = None  # OAuth 2.1 for a remote server; true: every default
     type: str | None = None
     transport: str | None = None
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # "toolTimeout" in the file; must be > 0
@@ -83,6 +133,26 @@ class SupervisorSettings(
 
 
 @dataclass(frozen=True)
+class OAuthSpec:
+    """A server's OAuth settings, validated and expanded (secrets left out of repr)."""
+
+    grant: OAuthGrant = "authorization_code"
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    token_endpoint_auth_method: TokenAuthMethod | None = None
+    private_key: str | None = field(default=None, repr=False)
+    signing_algorithm: str = "RS256"
+    scope: str | None = None
+    client_metadata_url: str | None = None
+    client_name: str = "mcp-supervisor"
+    redirect_uri: str = DEFAULT_REDIRECT_URI
+    issuer: str | None = None
+    idp_token_endpoint: str | None = None
+    idp_client_id: str | None = None
+    idp_id_token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class ServerSpec:
     """A validated, expanded server, ready to start (``env``/``headers`` are left out of repr)."""
 
@@ -105,6 +175,7 @@ class ServerSpec:
     # ``disabled_tools`` patterns are left out.
     enabled_tools: tuple[str, ...] | None = None
     disabled_tools: tuple[str, ...] = ()
+    oauth: OAuthSpec | None = None  # remote servers only: OAuth 2.1 (``workers.oauth``)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ its server's stderr into our log (``WorkerLog``).
 States: ``starting -> ready``; when the worker ends, ``restarting ->
 starting`` after the policy's delay, or ``failed`` when the policy gives up
 (or the restart type is ``temporary``), or ``stopped`` (an operator's stop,
-``disabled`` in the config, or a ``transient`` server that exited normally).
+``disabled`` in the config, or a ``transient`` server that exited normally),
+or ``needs-login`` (an OAuth server whose authorization only a person can give:
+no restarts until ``start``, which ``mcp-supervisor login`` sends).
 
 A live worker is watched two ways: it must be ready within ``startTimeout``,
 and once it has spoken it must answer heartbeats; either failure kills it
@@ -50,6 +52,7 @@ from supervisor.protocol import (
 )
 from supervisor.reaping import close_lifeline, reap
 from supervisor.spawn import SpawnMode, WorkerProcess
+from supervisor.tokens import TokenFile
 from supervisor.worker_log import WorkerLog
 
 __all__ = ["Keeper", "KeeperOwner"]
@@ -58,7 +61,7 @@ log = logging.getLogger("mcp_supervisor.keeper")
 
 LOG_DRAIN_TIMEOUT: Final = 1.0  # seconds to read an exited worker's last log lines (its last word)
 
-Outcome = Literal["operator", "normal", "abnormal", "shutdown"]
+Outcome = Literal["operator", "normal", "abnormal", "shutdown", "needs-login"]
 
 
 class KeeperOwner(Protocol):
@@ -170,7 +173,7 @@ class Keeper:
 
     def request_start(self) -> bool:
         """Start a stopped or failed server; False when it is already running or starting."""
-        if self._want_running and self.state not in ("failed", "stopped"):
+        if self._want_running and self.state not in ("failed", "stopped", "needs-login"):
             return False
         self._want_running = True
         self.tracker.reset()
@@ -204,7 +207,12 @@ class Keeper:
             last_error=self.last_error,
             transport=self.spec.transport,
             next_restart_in=max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
+            token_expires_at=self._token_expiry(),
         )
+
+    def _token_expiry(self) -> float | None:
+        spec = self.spec
+        return None if spec.oauth is None or spec.url is None else TokenFile(spec.name, spec.url).expires_at()
 
     def _end_worker(self) -> None:
         """Close the live worker's lifeline (an orderly stop), if there is one."""
@@ -238,6 +246,9 @@ class Keeper:
             if outcome == "operator":
                 continue
             self._restarting = False
+            if outcome == "needs-login":  # restarting cannot help; login starts it again
+                await self._park("needs-login")
+                continue
             restart = self.policy.restart
             if restart == "temporary" or (restart == "transient" and outcome == "normal"):
                 self._want_running = outcome != "normal"  # a failed temporary server waits for start
@@ -319,16 +330,17 @@ class Keeper:
             reason = self._exit_reason(process.returncode)
             # A remote server's session breaking is the server's failure, not the worker's.
             lost = self._connection_lost(process.returncode) and ended_on_its_own
-            if outcome in ("normal", "abnormal"):
+            if outcome in ("normal", "abnormal", "needs-login"):
                 self.last_error = reason
-                (log.warning if outcome == "normal" else log.error)("server %r: %s", self.name, reason)
+                (log.error if outcome == "abnormal" else log.warning)("server %r: %s", self.name, reason)
             elif outcome == "shutdown":
                 reason = "the supervisor is stopping"
             else:
                 reason = self._why
-            self.owner.detach(
-                self, f"server {self.name!r}: {reason}", "SERVER_ERROR" if lost else "WORKER_CRASHED"
+            code: ErrorCode = (
+                "UNAVAILABLE" if outcome == "needs-login" else "SERVER_ERROR" if lost else "WORKER_CRASHED"
             )
+            self.owner.detach(self, f"server {self.name!r}: {reason}", code)
             self.identity = None
         return outcome
 
@@ -340,6 +352,8 @@ class Keeper:
         return self.spec.transport != "stdio" and code == WorkerExit.SERVER_DIED and self._kill_reason is None
 
     def _outcome(self, code: int | None) -> Outcome:
+        if self._kill_reason is None and code == WorkerExit.NEEDS_LOGIN:
+            return "needs-login"
         return "normal" if code == WorkerExit.SERVER_DONE and self._kill_reason is None else "abnormal"
 
     async def _watch_start(self) -> None:

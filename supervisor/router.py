@@ -256,6 +256,8 @@ class Router:
 
     @staticmethod
     def _why_unavailable(keeper: Keeper) -> str:
+        if keeper.state == "needs-login":  # its last error says why, and what to run
+            return f"server {keeper.name!r} {keeper.last_error or 'needs login'}"
         why = f"server {keeper.name!r} is {keeper.state}"
         if keeper.last_error:
             why += f" (last error: {keeper.last_error})"

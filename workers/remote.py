@@ -1,7 +1,7 @@
 """The remote transports a worker hands to ``mcp.Client``: streamable HTTP and legacy SSE.
 
 Below: an MCP server at ``url``, reached with the config's ``headers`` (for
-``Authorization: Bearer ${TOKEN}``); the SDK's own transports do the protocol
+``Authorization: Bearer ${TOKEN}``) or OAuth (``workers.oauth``); the SDK's own transports do the protocol
 work. Connection failures and HTTP errors surface from ``Client`` start-up as
 ``httpx2.HTTPError`` or ``MCPError`` and end the worker, so the keeper's restart
 policy decides when to reconnect.
@@ -27,7 +27,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 
 from supervisor.config_model import ServerSpec
 
-__all__ = ["HttpTrouble", "connect_remote", "keepalive_http_client"]
+__all__ = ["HttpTrouble", "LoginNeeded", "connect_remote", "keepalive_http_client"]
 
 # A response body left unread when it is closed is read to its end, up to this much and this long, so
 # that its connection can go back to the pool; past either bound the connection is closed instead.
@@ -39,6 +39,15 @@ DRAIN_SECONDS: Final = 0.1
 KEEPALIVE_LIMITS: Final = httpx2.Limits(
     max_connections=100, max_keepalive_connections=100, keepalive_expiry=2.0
 )
+
+
+class LoginNeeded(Exception):
+    """Only a person can authorize the server now (``workers.oauth``); ``why`` says why, with no
+    secret in it."""
+
+    def __init__(self, why: str, hint: str = "") -> None:
+        super().__init__(f"{why}; {hint}" if hint else why)
+        self.why = why
 
 
 class HttpTrouble:
@@ -136,7 +145,10 @@ def keepalive_http_client(headers: dict[str, str] | None = None) -> httpx2.Async
 
 
 @asynccontextmanager
-async def connect_remote(spec: ServerSpec, trouble: HttpTrouble) -> AsyncIterator[TransportStreams]:
+async def connect_remote(
+    spec: ServerSpec, trouble: HttpTrouble, auth: httpx2.Auth | None = None
+) -> AsyncIterator[TransportStreams]:
+    """The server's transport streams; with ``auth`` (``workers.oauth``) on every HTTP request."""
     assert spec.url is not None, "remote servers have a url (checked by the config loader)"
     headers = dict(spec.headers) or None
     if spec.transport == "sse":
@@ -150,10 +162,12 @@ async def connect_remote(spec: ServerSpec, trouble: HttpTrouble) -> AsyncIterato
             client.event_hooks["response"].append(trouble.on_response)
             return client
 
-        async with sse_client(spec.url, headers=headers, httpx_client_factory=factory) as streams:
+        async with sse_client(spec.url, headers=headers, httpx_client_factory=factory, auth=auth) as streams:
             yield streams
     else:
         http = keepalive_http_client(headers)
+        if auth is not None:
+            http.auth = auth
         http.event_hooks["response"].append(trouble.on_response)
         async with http, streamable_http_client(spec.url, http_client=http) as streams:
             yield streams

@@ -48,7 +48,7 @@ from workers.catalog import Catalog
 from workers.link import Link
 from workers.listing import ListingFailed, Pager
 from workers.logs import StderrRelay, one_line
-from workers.remote import HttpTrouble, connect_remote
+from workers.remote import HttpTrouble, LoginNeeded, connect_remote
 from workers.requests import ServerRequests
 from workers.stdio import CommandNotFound, StdioServer
 from workers.tools import ToolWatch
@@ -89,7 +89,7 @@ class Worker:
                 return WorkerExit.START_FAILED
             transport = self.server.connect()
         else:
-            transport = connect_remote(spec, self.http)
+            transport = connect_remote(spec, self.http, self._oauth())
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             calls = Calls(self.link, nursery, self.server, self.catalog, self._connection_closed)
@@ -135,11 +135,30 @@ class Worker:
             self._end(self.exit_code)
         return self.exit_code
 
+    def _oauth(self) -> httpx2.Auth | None:
+        """OAuth for a remote server that has it: the SDK's flow, unattended (``workers.oauth``)."""
+        spec = self.boot.spec
+        if spec.oauth is None or spec.url is None:
+            return None
+        from supervisor.tokens import TokenFile  # only OAuth servers pay for these imports
+        from workers.oauth import make_auth
+
+        return make_auth(spec, TokenFile(spec.name, spec.url), on_login_needed=self._login_needed)
+
+    def _login_needed(self, why: str) -> None:
+        """Only a person can authorize the server now: end as ``needs-login``, saying what to run."""
+        hint = f"run 'mcp-supervisor login {self.boot.server}'"
+        self._give_up(WorkerExit.NEEDS_LOGIN, f"needs login: {why}; {hint}")
+
     async def _session_failed(self, phase: str, failure: BaseException) -> bool:
         """The session ended with ``failure`` during ``phase``: end the worker, saying why; False when
         the failure is no session's (a bug, for ``main`` to report)."""
         if self._scope.cancel_called:  # already ending, for a reason given before
             log.debug("session ended: %s: %s", type(failure).__name__, failure)
+            return True
+        needs_login = _login_needed_in(failure)
+        if needs_login is not None:
+            self._login_needed(needs_login)
             return True
         if self.server is not None and self.server.hung_up:  # it went first: its exit status says why
             await self._server_exits()
@@ -285,6 +304,18 @@ def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first exception that is not itself a group."""
     first = group.exceptions[0]
     return first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _login_needed_in(failure: BaseException) -> str | None:
+    """Why, when ``failure`` is (or was caused by) ``LoginNeeded``."""
+    seen: BaseException | None = failure
+    for _ in range(10):  # a bounded walk of the cause chain
+        if seen is None:
+            return None
+        if isinstance(seen, LoginNeeded):
+            return seen.why
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _server_name(client: Client) -> str:

@@ -34,7 +34,7 @@ def is_error_code(code: str) -> TypeGuard[ErrorCode]:
     return code in ERROR_CODES
 
 
-WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped"]
+WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped", "needs-login"]
 
 
 class _Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):

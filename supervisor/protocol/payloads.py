@@ -130,6 +130,8 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     last_error: str | None = None
     transport: str = "stdio"
     next_restart_in: float | None = None
+    # OAuth servers: when the access token kept for it expires (seconds since the epoch), if it says.
+    token_expires_at: float | None = None
 
 
 class FrontStats(msgspec.Struct, kw_only=True):

@@ -24,7 +24,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,6 +43,10 @@ CALL_TIMEOUT: Final = 10.0  # seconds for the scenario's tool call
 STOP_TIMEOUT: Final = 10.0  # seconds for the supervisor to exit after SIGINT
 POLL_INTERVAL: Final = 0.05
 OK_LINE: Final = "driver: ok"
+LOGIN_TIMEOUT: Final = 10.0  # seconds for one login
+MAX_LOGINS: Final = 2  # a person tries twice, then gives up
+CLIENT_METADATA_URL: Final = "https://conformance-test.local/client-metadata.json"  # the suite's CIMD URL
+REDIRECT_URI: Final = "http://127.0.0.1:3000/callback"
 
 # The tool each scenario exposes and the arguments to call it with. Scenarios not listed
 # here (auth/*): the first tool the server lists, with no arguments.
@@ -60,7 +68,7 @@ class DriverError(Exception):
     """The scenario could not be carried out; the message says why."""
 
 
-def server_config(url: str, scenario: str) -> dict[str, Any]:
+def server_config(url: str, scenario: str, context: dict[str, Any] | None = None) -> dict[str, Any]:
     server: dict[str, Any] = {
         "url": url,
         "restart": "temporary",
@@ -69,17 +77,93 @@ def server_config(url: str, scenario: str) -> dict[str, Any]:
     }
     if scenario.startswith("elicitation-"):
         server["elicitation"] = "defaults"
+    if scenario.startswith("auth/"):
+        server["oauth"] = oauth_config(url, scenario, context or {})
     return {"supervisor": {"shutdownGrace": 2}, "mcpServers": {SERVER: server}}
 
 
-class Supervisor:
-    """A ``python -m supervisor run`` process with its config, socket and log in ``tmp``."""
+def oauth_config(url: str, scenario: str, context: dict[str, Any]) -> dict[str, Any]:
+    """The server's ``"oauth"`` for an auth scenario, as a user would write it: the secrets the suite
+    hands over in ``$MCP_CONFORMANCE_CONTEXT`` go in as ``${VAR}`` (``secret_env`` sets them)."""
+    if "private_key_pem" in context:  # client credentials, private_key_jwt
+        return {
+            "grant": "client_credentials",
+            "clientId": context["client_id"],
+            "privateKey": "${CONF_PRIVATE_KEY}",
+            "signingAlgorithm": context.get("signing_algorithm", "ES256"),
+        }
+    if "idp_id_token" in context:  # SEP-990: the issuer is configuration; here it comes from the PRM
+        return {
+            "grant": "identity_assertion",
+            "clientId": context["client_id"],
+            "clientSecret": "${CONF_CLIENT_SECRET}",
+            "issuer": _advertised_issuer(url),
+            "idpTokenEndpoint": context["idp_token_endpoint"],
+            "idpClientId": context["idp_client_id"],
+            "idpIdToken": "${CONF_ID_TOKEN}",
+        }
+    if scenario.startswith("auth/client-credentials"):
+        return {
+            "grant": "client_credentials",
+            "clientId": context["client_id"],
+            "clientSecret": "${CONF_CLIENT_SECRET}",
+        }
+    oauth: dict[str, Any] = {"clientMetadataUrl": CLIENT_METADATA_URL, "redirectUri": REDIRECT_URI}
+    if "client_id" in context:  # a pre-registered client
+        oauth["clientId"] = context["client_id"]
+        if context.get("client_secret"):
+            oauth["clientSecret"] = "${CONF_CLIENT_SECRET}"
+    return oauth
 
-    def __init__(self, tmp: Path, config: dict[str, Any]) -> None:
+
+def secret_env(context: dict[str, Any]) -> dict[str, str]:
+    names = {
+        "client_secret": "CONF_CLIENT_SECRET",
+        "private_key_pem": "CONF_PRIVATE_KEY",
+        "idp_id_token": "CONF_ID_TOKEN",
+    }
+    return {env: str(context[key]) for key, env in names.items() if context.get(key)}
+
+
+def _advertised_issuer(url: str) -> str:
+    """The first authorization server of the scenario's protected resource metadata (RFC 9728)."""
+    parts = urllib.parse.urlsplit(url)
+    prm = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
+    with urllib.request.urlopen(prm, timeout=5) as response:
+        servers = json.loads(response.read())["authorization_servers"]
+    return str(servers[0])
+
+
+def authorize(authorization_url: str) -> str:
+    """What a person's browser does: visit the authorization URL (the suite's authorization server
+    approves at once) and end up at the redirect URL, which is returned, not followed."""
+
+    class NoFollow(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoFollow)
+    try:
+        opener.open(authorization_url, timeout=5)
+    except urllib.error.HTTPError as exc:
+        location = exc.headers.get("Location")
+        if exc.code in (301, 302, 303, 307, 308) and location:
+            return str(location)
+        raise DriverError(f"the authorization URL answered HTTP {exc.code}") from None
+    raise DriverError("the authorization URL did not redirect")
+
+
+class Supervisor:
+    """A ``python -m supervisor run`` process with its config, socket, token files and log in ``tmp``."""
+
+    def __init__(self, tmp: Path, config: dict[str, Any], secrets: dict[str, str] | None = None) -> None:
         self.config = tmp / "mcp.json"
         self.config.write_text(json.dumps(config))
         self.endpoint = f"ipc://{tmp}/supervisor.sock"
         self.log_path = tmp / "supervisor.log"
+        # The worker socket and the token files go in tmp too.
+        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp), "XDG_STATE_HOME": str(tmp / "state")}
+        self.env |= secrets or {}
         command = [sys.executable, "-m", "supervisor", "run", str(self.config), "--endpoint", self.endpoint]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
@@ -87,12 +171,43 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "XDG_RUNTIME_DIR": str(tmp)},  # the worker socket goes there too
+                env=self.env,
             )
         self.client = SupervisorClient(self.endpoint, request_timeout=5.0)
 
+    def login(self) -> None:
+        """``mcp-supervisor login conf``, driven as a person without a browser drives it: open the URL it
+        prints elsewhere, allow, and paste the address the browser ends up at."""
+        command = [sys.executable, "-m", "supervisor", "login", SERVER, "--config", str(self.config)]
+        command += ["--endpoint", self.endpoint, "--no-browser", "--timeout", str(LOGIN_TIMEOUT)]
+        login = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+        )
+        assert login.stdin is not None and login.stderr is not None
+        try:
+            with Deadline(LOGIN_TIMEOUT + 5, login):
+                said: list[str] = []
+                for line in login.stderr:
+                    said.append(line)
+                    if line.startswith("  http"):
+                        login.stdin.write(authorize(line.strip()) + "\n")
+                        login.stdin.flush()
+                out, _ = login.communicate()
+        finally:
+            if login.poll() is None:
+                login.kill()
+                login.wait()
+        print(f"login: {out.strip()} {''.join(said).strip()}", flush=True)
+        if login.returncode != 0:
+            raise DriverError(f"login exited {login.returncode}: {''.join(said).strip()}")
+
     def wait_settled(self, timeout: float) -> ServerStatus:
-        """Poll until the server is ``ready``, ``failed`` or ``stopped``; its status row."""
+        """Poll until the server is ``ready``, ``failed``, ``stopped`` or ``needs-login``; its status row."""
         deadline = time.monotonic() + timeout
         last: ServerStatus | None = None
         while True:
@@ -104,7 +219,7 @@ class Supervisor:
                 pass  # not listening yet
             except StopIteration:
                 raise DriverError(f"the supervisor has no server {SERVER!r} (config rejected?)") from None
-            if last is not None and last.state in ("ready", "failed", "stopped"):
+            if last is not None and last.state in ("ready", "failed", "stopped", "needs-login"):
                 return last
             if time.monotonic() > deadline:
                 state = last.state if last is not None else "no answer from the supervisor"
@@ -137,8 +252,27 @@ def _interrupted(signum: int, frame: object) -> None:
     raise DriverError(f"interrupted by {signal.Signals(signum).name}")
 
 
+class Deadline:
+    """Kill ``process`` if the block takes longer than ``seconds`` (a hung read then ends)."""
+
+    def __init__(self, seconds: float, process: subprocess.Popen[str]) -> None:
+        self.timer = threading.Timer(seconds, process.kill)
+
+    def __enter__(self) -> None:
+        self.timer.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+
+
 def run_scenario(sup: Supervisor, scenario: str) -> None:
     row = sup.wait_settled(READY_TIMEOUT)
+    for _ in range(MAX_LOGINS):
+        if row.state != "needs-login":
+            break
+        print(f"server needs login: {row.last_error}", flush=True)
+        sup.login()
+        row = sup.wait_settled(READY_TIMEOUT)
     if row.state != "ready":
         raise DriverError(f"server {row.state}: {row.last_error or 'no error recorded'}")
     tools: list[ToolInfo] = [tool for tool in sup.client.list_tools() if tool.server == SERVER]
@@ -155,10 +289,18 @@ def run_scenario(sup: Supervisor, scenario: str) -> None:
         tool, arguments = tools[0], {}
     else:
         return
-    try:
-        result = sup.client.call_tool(tool.name, arguments, timeout=CALL_TIMEOUT)
-    except SupervisorError as exc:
-        raise DriverError(f"calling {tool.name}: {exc.code}: {exc}") from exc
+    for attempt in range(MAX_LOGINS + 1):
+        try:
+            result = sup.client.call_tool(tool.name, arguments, timeout=CALL_TIMEOUT)
+            break
+        except SupervisorError as exc:
+            row = sup.wait_settled(READY_TIMEOUT)
+            if row.state != "needs-login" or attempt == MAX_LOGINS:  # else: a step-up, authorized by login
+                raise DriverError(f"calling {tool.name}: {exc.code}: {exc}") from exc
+            print(f"server needs login: {row.last_error}", flush=True)
+            sup.login()
+            if sup.wait_settled(READY_TIMEOUT).state != "ready":
+                raise DriverError(f"calling {tool.name}: {exc.code}: {exc}") from exc
     print(f"{tool.name}: {result.text}")
     expected = EXPECTED_TEXT.get(scenario)
     if expected is not None and expected not in result.text:
@@ -176,8 +318,9 @@ def main(argv: list[str]) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="mcpconf-"))  # short: ipc socket paths are limited to ~100 bytes
     sup: Supervisor | None = None
     failure: str | None = None
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     try:
-        sup = Supervisor(tmp, server_config(url, scenario))
+        sup = Supervisor(tmp, server_config(url, scenario, context), secret_env(context))
         run_scenario(sup, scenario)
     except (DriverError, SupervisorError) as exc:
         failure = str(exc)
