@@ -10,6 +10,13 @@ fresh temporary directory, waits (bounded) until the server is ready or has
 failed, lists the tools and calls the one the scenario asks for through
 ``SupervisorClient``, then stops the supervisor with SIGINT (bounded wait).
 
+For ``auth/*`` scenarios the server gets an ``"oauth"`` object built from the suite's context
+(``$MCP_CONFORMANCE_CONTEXT``; its secrets go in as ``${VAR}``), and the token files go to the
+temporary directory. A server in ``needs-login`` is authorized as an operator without a browser
+does it: ``mcp-supervisor login conf --no-browser``, the printed URL visited (the suite approves at
+once and redirects; the redirect is not followed), its ``Location`` pasted into ``login``. At most
+``MAX_LOGINS`` logins, for a step-up at call time too.
+
 Exit status 0 after a clean run (the last stdout line is ``driver: ok``), 1
 with a message on stderr when anything failed; the supervisor's log is copied to
 stderr either way (the suite keeps it in ``stderr.txt`` with ``-o``).
