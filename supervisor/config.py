@@ -337,9 +337,9 @@ def _oauth(
     need = _OAUTH_NEEDS[spec.grant]
     missing = [f'"{_camel(name)}"' for name in need if not values[name]]
     if spec.grant == "client_credentials" and not (spec.client_secret or spec.private_key):
-        missing.append('"clientSecret" or "privateKey"')
+        missing.append('one of "clientSecret", "privateKey"')
     if missing:
-        raise _Problem(f'"oauth": grant {spec.grant} needs {", ".join(missing)}')
+        raise _Problem(f'"oauth": grant {spec.grant} needs {" and ".join(missing)}')
     method = spec.token_endpoint_auth_method
     if method == "private_key_jwt" and not spec.private_key:
         raise _Problem('"oauth": tokenEndpointAuthMethod private_key_jwt needs "privateKey" (a PEM key)')

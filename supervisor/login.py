@@ -190,15 +190,18 @@ async def _login(spec: ServerSpec, file: TokenFile, args: argparse.Namespace) ->
 
         auth = make_auth(spec, file, redirect_handler=show, callback_handler=redirected, fresh=True)
         trouble = HttpTrouble()
+        failure: str | None = None
         try:
             async with Client(connect_remote(spec, trouble, auth)) as client:
                 tools = len((await client.list_tools()).tools)
         except* LoginNeeded as group:
-            raise CliError(f"login failed: {_first(group)}") from None
+            failure = str(_first(group))
         except* Exception as group:
-            raise CliError(f"login failed: {trouble.explain(_first(group))}") from None
-        file.update(scope_needed=None)
-        nursery.cancel_scope.cancel()
+            failure = trouble.explain(_first(group))
+        nursery.cancel_scope.cancel()  # the loopback port and the paste reader
+    if failure is not None:
+        raise CliError(f"login failed: {failure}")
+    file.update(scope_needed=None)
     return tools
 
 

@@ -52,6 +52,17 @@ log = logging.getLogger("mcp_supervisor.worker.oauth")
 
 REFRESH_AHEAD: Final = 60.0  # seconds before expiry a token is refreshed (at most a fifth of its life)
 
+
+class _QuietLoginNeeded(logging.Filter):
+    """The SDK logs every failed flow with its traceback; a ``LoginNeeded`` is the worker's own last
+    word instead (``workers.session``), said once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], LoginNeeded))
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_QuietLoginNeeded())
+
 RedirectHandler = Callable[[str], Awaitable[None]]
 CallbackHandler = Callable[[], Awaitable[AuthorizationCodeResult]]
 
@@ -161,6 +172,7 @@ class Unattended(OAuthClientProvider):
             await flow.aclose()
 
     async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        await response.aread()  # an auth flow's responses are streamed: read it to tell why
         ok = await super()._handle_refresh_response(response)
         if not ok:
             error = _error_code(response)

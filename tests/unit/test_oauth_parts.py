@@ -61,8 +61,11 @@ def test_oauth_secrets_are_expanded_and_kept_out_of_repr() -> None:
 @pytest.mark.parametrize(
     ("server", "expected"),
     [
-        ({"oauth": {"grant": "client_credentials"}}, 'needs "clientId", "clientSecret" or "privateKey"'),
-        ({"oauth": {"grant": "identity_assertion", "clientId": "a"}}, '"clientSecret", "issuer"'),
+        (
+            {"oauth": {"grant": "client_credentials"}},
+            'needs "clientId" and one of "clientSecret", "privateKey"',
+        ),
+        ({"oauth": {"grant": "identity_assertion", "clientId": "a"}}, '"clientSecret" and "issuer"'),
         ({"oauth": {"clientSecret": "x"}}, '"clientSecret" needs the "clientId"'),
         ({"oauth": {"clientMetadataUrl": "http://x.example/c.json"}}, "must be an https:// URL with a path"),
         ({"oauth": {"clientMetadataUrl": "https://x.example"}}, "must be an https:// URL with a path"),

@@ -274,7 +274,9 @@ async def test_sdk_client_authorizes_recovers_from_expiry_refreshes_and_survives
             assert revoked["refresh_failures"] == 2  # the rotated token above, then the client's own
             assert revoked["refreshes"] == 1
             assert revoked["authorizations"] == after_expire["authorizations"] + 1
-            assert revoked["unauthorized"] == after_expire["unauthorized"] + 2  # the raw request, then the client
+            assert (
+                revoked["unauthorized"] == after_expire["unauthorized"] + 2
+            )  # the raw request, then the client
             assert revoked["calls"] == after_expire["calls"] + 2
 
 
