@@ -337,7 +337,11 @@ def main(argv: list[str]) -> int:
                 sup.stop()
             except DriverError as exc:
                 failure = failure or str(exc)
-            sys.stderr.write(sup.log_path.read_text(errors="replace"))
+            log = sup.log_path.read_text(errors="replace")
+            sys.stderr.write(log)
+            leaked = [env for env, value in secret_env(context).items() if value in log]
+            if leaked:  # a secret of the config in the (debug-level) log
+                failure = failure or f"the supervisor's log shows the value of {', '.join(leaked)}"
         shutil.rmtree(tmp, ignore_errors=True)
     if failure is not None:
         print(f"driver: FAILED: {failure}", file=sys.stderr)
