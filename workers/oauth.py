@@ -22,6 +22,7 @@ which passes handlers that do reach a person). Nothing here logs a token, a secr
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final, Literal
 
@@ -81,11 +82,15 @@ class FileStorage(TokenStorage):
         self.file = file
         self.preregistered = preregistered
         self.fresh = fresh  # ``login``: the stored token is not used (it is replaced once a new one comes)
+        self._expires_at: float | None = None  # of the token last read or written: no file read per request
 
     async def get_tokens(self) -> OAuthToken | None:
         if self.fresh:
             return None
-        stored = self.file.read().get("tokens")
+        record = self.file.read()
+        stored = record.get("tokens")
+        expires_at = record.get("expires_at")
+        self._expires_at = float(expires_at) if isinstance(expires_at, int | float) else None
         try:
             return None if stored is None else OAuthToken.model_validate(stored)
         except ValidationError:
@@ -95,6 +100,7 @@ class FileStorage(TokenStorage):
     async def set_tokens(self, tokens: OAuthToken) -> None:
         self.fresh = False
         self.file.set_tokens(tokens.model_dump(mode="json", exclude_none=True), tokens.expires_in)
+        self._expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self.preregistered is not None:
@@ -111,7 +117,8 @@ class FileStorage(TokenStorage):
             self.file.update(client_info=client_info.model_dump(mode="json", exclude_none=True))
 
     def expires_at(self) -> float | None:
-        return self.file.expires_at()
+        """When the token in use expires (seconds since the epoch), if it says."""
+        return self._expires_at
 
 
 class Unattended(OAuthClientProvider):
