@@ -35,19 +35,12 @@ LOGIN_TIMEOUT = 30.0  # seconds for one login, start to end
 class AuthServer:
     """``python -m tests.servers.oauth_server`` on a free port."""
 
-    def __init__(self, tmp: Path, lifetime: int) -> None:
+    def __init__(self, tmp: Path, lifetime: int, sse: bool = False) -> None:
         self.stderr_path = tmp / "oauth-server.stderr"
+        command = [sys.executable, "-m", "tests.servers.oauth_server", "--token-lifetime", str(lifetime)]
         with self.stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.servers.oauth_server",
-                    "--port",
-                    "0",
-                    "--token-lifetime",
-                    str(lifetime),
-                ],
+                command + ["--sse"] * sse,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -60,7 +53,7 @@ class AuthServer:
             f"the authorization server said {line!r}: {self.stderr_path.read_text()}"
         )
         self.base = line.split()[1]
-        self.url = f"{self.base}/mcp"
+        self.url = f"{self.base}/sse" if sse else f"{self.base}/mcp"
 
     def stats(self) -> dict[str, int]:
         with urllib.request.urlopen(f"{self.base}/test/stats", timeout=5) as response:
@@ -106,8 +99,8 @@ def _free_port() -> int:
 def auth_server(tmp_path: Path) -> Iterator[Callable[..., AuthServer]]:
     started: list[AuthServer] = []
 
-    def start(lifetime: int = 3600) -> AuthServer:
-        server = AuthServer(tmp_path, lifetime)
+    def start(lifetime: int = 3600, sse: bool = False) -> AuthServer:
+        server = AuthServer(tmp_path, lifetime, sse)
         started.append(server)
         return server
 
@@ -220,6 +213,24 @@ def test_login_by_pasting_the_redirect_then_calls_work_and_no_token_shows(
     assert "TOKEN" in shown and "60m" in shown
     for secret in _secrets(setup.token_file):  # debug-level log, status, login's own output
         assert secret not in setup.sup.log and secret not in out + shown + said
+
+
+def test_oauth_over_legacy_sse_logs_in_and_refreshes(
+    start_supervisor: Start, auth_server: Callable[..., AuthServer], tmp_path: Path
+) -> None:
+    server = auth_server(lifetime=2, sse=True)
+    setup = Setup(start_supervisor, tmp_path, server)
+    assert setup.sup.wait_states(remote="needs-login")["remote"].transport == "sse"
+    setup.login()
+    setup.sup.wait_states(remote="ready")
+    ends = time.monotonic() + 5  # two and a half token lifetimes
+    calls = 0
+    while time.monotonic() < ends:
+        assert setup.echo(f"sse {calls}") == f"sse {calls}"
+        calls += 1
+        time.sleep(0.05)  # a pace of calls, not a wait for state
+    assert server.stats()["refreshes"] >= 2
+    assert setup.sup.status()["remote"].restarts == 0
 
 
 def test_login_through_the_loopback_port(

@@ -7,7 +7,8 @@ server-side auth pieces (``mcp.server.auth``: metadata, registration, authorize 
 bearer middleware), so the OAuth behaviour is the SDK's; only the store of clients, codes and tokens
 is written here.
 
-Run it as ``python -m tests.servers.oauth_server [--port 0] [--token-lifetime 3600] [--scopes "mcp:basic"]``.
+Run it as ``python -m tests.servers.oauth_server [--port 0] [--token-lifetime 3600] [--scopes "mcp:basic"]
+[--sse]`` (``--sse``: the legacy SSE transport at ``/sse`` and ``/messages/`` instead of ``/mcp``).
 It binds 127.0.0.1 (port 0: a free port) and, once listening, prints ``LISTENING http://127.0.0.1:PORT``
 on stdout. SIGTERM or SIGINT stops it (exit status 0).
 
@@ -188,7 +189,7 @@ class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, Refre
 
 
 class HttpCounters:
-    """ASGI middleware counting 401s from ``/mcp`` and the answers of ``/token``."""
+    """ASGI middleware counting 401s from the MCP routes and the answers of ``/token``."""
 
     def __init__(self, app: ASGIApp, stats: dict[str, int]) -> None:
         self.app = app
@@ -196,7 +197,8 @@ class HttpCounters:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path") if scope["type"] == "http" else None
-        if path not in ("/mcp", "/token"):
+        mcp = path in ("/mcp", "/sse") or str(path).startswith("/messages")  # either transport's routes
+        if not mcp and path != "/token":
             await self.app(scope, receive, send)
             return
         grant_type = ""
@@ -208,7 +210,7 @@ class HttpCounters:
         async def counting_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status = message["status"]
-                if path == "/mcp" and status == 401:
+                if mcp and status == 401:
                     self.stats["unauthorized"] += 1
                 elif grant_type == "refresh_token":
                     self.stats["refreshes" if status == 200 else "refresh_failures"] += 1
@@ -240,9 +242,10 @@ async def _buffered(receive: Receive) -> tuple[Receive, bytes]:
     return replay, body
 
 
-def build_app(base_url: str, token_lifetime: int, scopes: list[str]) -> ASGIApp:
-    """The whole server as one ASGI app: authorization server, MCP server and test-control routes."""
-    resource = f"{base_url}/mcp"
+def build_app(base_url: str, token_lifetime: int, scopes: list[str], sse: bool = False) -> ASGIApp:
+    """The whole server as one ASGI app: authorization server, MCP server and test-control routes;
+    with ``sse``, the MCP server is the legacy SSE transport at ``/sse`` instead of ``/mcp``."""
+    resource = f"{base_url}/sse" if sse else f"{base_url}/mcp"
     stats = dict.fromkeys(STAT_NAMES, 0)
     provider = InMemoryProvider(resource, token_lifetime, stats)
 
@@ -301,7 +304,8 @@ def build_app(base_url: str, token_lifetime: int, scopes: list[str]) -> ASGIApp:
     mcp.custom_route("/test/expire", methods=["POST"])(test_expire)
     mcp.custom_route("/test/stats", methods=["GET"])(test_stats)
 
-    return HttpCounters(mcp.streamable_http_app(host="127.0.0.1"), stats)
+    app = mcp.sse_app() if sse else mcp.streamable_http_app(host="127.0.0.1")
+    return HttpCounters(app, stats)
 
 
 class Server(uvicorn.Server):
@@ -329,13 +333,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--token-lifetime", type=int, default=3600, help="access token lifetime in seconds")
     parser.add_argument("--scopes", default="mcp:basic", help="space-separated scopes clients get and need")
+    parser.add_argument("--sse", action="store_true", help="serve MCP over legacy SSE at /sse, not at /mcp")
     args = parser.parse_args(argv)
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     port = sock.getsockname()[1]
-    app = build_app(f"http://127.0.0.1:{port}", args.token_lifetime, args.scopes.split())
+    app = build_app(f"http://127.0.0.1:{port}", args.token_lifetime, args.scopes.split(), args.sse)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     Server(config).run(sockets=[sock])
 
