@@ -336,7 +336,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sse", action="store_true", help="serve MCP over legacy SSE at /sse, not at /mcp")
     args = parser.parse_args(argv)
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: uvicorn sets TCP_NODELAY only on sockets made so, and without it Nagle's
+    # algorithm holds each small response back some 40 ms.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     port = sock.getsockname()[1]
