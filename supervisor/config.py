@@ -10,7 +10,6 @@ here too) and the JSON decoding and messages (``supervisor.config_json``).
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from supervisor.config_model import (
     ConfigError,
     ConfigProblem,
     MissingVariable,
-    OAuthConfig,
     OAuthSpec,
     RootEntry,
     SamplingHook,
@@ -43,6 +41,7 @@ from supervisor.config_model import (
     SupervisorSettings,
     Transport,
 )
+from supervisor.config_oauth import HTTP_URL, oauth_spec
 from supervisor.policy import POLICY_KEYS, RestartPolicy
 
 __all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
@@ -56,7 +55,6 @@ _TRANSPORTS: dict[str, Transport] = {"stdio": "stdio", "sse": "sse", "http": "st
 _TRANSPORTS |= {"streamable-http": "streamable-http", "streamablehttp": "streamable-http"}
 _ACCEPTED = "stdio, sse, streamable-http (or its aliases streamableHttp, http)"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_HTTP_URL_RE = re.compile(r"https?://[^/?#\s]", re.IGNORECASE)
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -280,7 +278,7 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
     if transport != "stdio":
         if not url:
             raise _Problem(f'transport {transport} needs a "url"')
-        if not cfg.disabled and not _HTTP_URL_RE.match(url):
+        if not cfg.disabled and not HTTP_URL.match(url):
             raise _Problem('"url" must be an http:// or https:// URL')
     roots = tuple(_root(entry, f"roots[{i}]", expand) for i, entry in enumerate(cfg.roots))
     sampling = cfg.sampling
@@ -290,7 +288,7 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
             args=[expand(arg, f"sampling.args[{i}]") for i, arg in enumerate(sampling.args)],
             timeout=sampling.timeout,
         )
-    oauth = _oauth(cfg, transport, headers, expand)
+    oauth = oauth_spec(cfg.oauth, transport, headers, expand, _Problem)
     enabled_tools = None if cfg.enabled_tools is None else _patterns(cfg.enabled_tools, "enabledTools")
     disabled_tools = _patterns(cfg.disabled_tools, "disabledTools")
     return ServerSpec(
@@ -313,72 +311,6 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         disabled_tools=disabled_tools,
         oauth=oauth,
     )
-
-
-def _oauth(
-    cfg: ServerConfig, transport: Transport, headers: dict[str, str], expand: Callable[..., str]
-) -> OAuthSpec | None:
-    """The server's ``"oauth"`` object checked, with ``${VAR}`` expanded in every string."""
-    if cfg.oauth is None or cfg.oauth is False:
-        return None
-    if transport == "stdio":
-        raise _Problem('"oauth" is for remote servers ("url"); a stdio server takes credentials in "env"')
-    if any(key.lower() == "authorization" for key in headers):
-        raise _Problem('"headers" has an Authorization header and "oauth" is set: give only one of them')
-    raw = OAuthConfig() if cfg.oauth is True else cfg.oauth
-
-    def text(value: str | None, key: str) -> str | None:
-        return None if value is None else expand(value, f"oauth.{key}")
-
-    values = {f.name: getattr(raw, f.name) for f in fields(OAuthSpec)}
-    for key in _OAUTH_TEXT:
-        values[key] = text(values[key], key)
-    spec = OAuthSpec(**values)
-    need = _OAUTH_NEEDS[spec.grant]
-    missing = [f'"{_camel(name)}"' for name in need if not values[name]]
-    if spec.grant == "client_credentials" and not (spec.client_secret or spec.private_key):
-        missing.append('one of "clientSecret", "privateKey"')
-    if missing:
-        raise _Problem(f'"oauth": grant {spec.grant} needs {" and ".join(missing)}')
-    method = spec.token_endpoint_auth_method
-    if method == "private_key_jwt" and not spec.private_key:
-        raise _Problem('"oauth": tokenEndpointAuthMethod private_key_jwt needs "privateKey" (a PEM key)')
-    if spec.private_key and spec.grant != "client_credentials":
-        raise _Problem('"oauth": "privateKey" (private_key_jwt) is for grant client_credentials')
-    if spec.client_secret and not spec.client_id:
-        raise _Problem('"oauth": "clientSecret" needs the "clientId" it belongs to')
-    if spec.client_metadata_url is not None and not _CIMD_URL_RE.match(spec.client_metadata_url):
-        raise _Problem(
-            '"oauth": "clientMetadataUrl" must be an https:// URL with a path, e.g. https://example.com/client.json'
-        )
-    if not _HTTP_URL_RE.match(spec.redirect_uri):
-        raise _Problem('"oauth": "redirectUri" must be an http:// or https:// URL')
-    for key in ("issuer", "idp_token_endpoint"):
-        if values[key] is not None and not _HTTP_URL_RE.match(values[key]):
-            raise _Problem(f'"oauth": "{_camel(key)}" must be an http:// or https:// URL')
-    return spec
-
-
-_OAUTH_TEXT: tuple[str, ...] = ("client_id", "client_secret", "private_key", "scope", "client_metadata_url")
-_OAUTH_TEXT += ("redirect_uri", "issuer", "idp_token_endpoint", "idp_client_id", "idp_id_token")
-_OAUTH_NEEDS: dict[str, tuple[str, ...]] = {
-    "authorization_code": (),
-    "client_credentials": ("client_id",),
-    "identity_assertion": (
-        "client_id",
-        "client_secret",
-        "issuer",
-        "idp_token_endpoint",
-        "idp_client_id",
-        "idp_id_token",
-    ),
-}
-_CIMD_URL_RE = re.compile(r"https://[^/?#\s]+/[^?#\s]+", re.IGNORECASE)
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
 
 
 def _patterns(patterns: list[str], field: str) -> tuple[str, ...]:

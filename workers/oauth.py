@@ -45,9 +45,9 @@ from pydantic import AnyUrl, ValidationError
 
 from supervisor.config_model import OAuthSpec, ServerSpec
 from supervisor.tokens import TokenFile
-from workers.remote import LoginNeeded
+from workers.remote import LoginNeeded, login_hint
 
-__all__ = ["FileStorage", "LoginNeeded", "Unattended", "login_hint", "make_auth"]
+__all__ = ["FileStorage", "Unattended", "make_auth"]
 
 log = logging.getLogger("mcp_supervisor.worker.oauth")
 
@@ -66,10 +66,6 @@ logging.getLogger("mcp.client.auth.oauth2").addFilter(_QuietLoginNeeded())
 
 RedirectHandler = Callable[[str], Awaitable[None]]
 CallbackHandler = Callable[[], Awaitable[AuthorizationCodeResult]]
-
-
-def login_hint(server: str) -> str:
-    return f"run 'mcp-supervisor login {server}'"
 
 
 class FileStorage(TokenStorage):

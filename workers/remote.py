@@ -27,7 +27,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 
 from supervisor.config_model import ServerSpec
 
-__all__ = ["HttpTrouble", "LoginNeeded", "connect_remote", "keepalive_http_client"]
+__all__ = ["HttpTrouble", "LoginNeeded", "connect_remote", "keepalive_http_client", "login_hint"]
 
 # A response body left unread when it is closed is read to its end, up to this much and this long, so
 # that its connection can go back to the pool; past either bound the connection is closed instead.
@@ -39,6 +39,11 @@ DRAIN_SECONDS: Final = 0.1
 KEEPALIVE_LIMITS: Final = httpx2.Limits(
     max_connections=100, max_keepalive_connections=100, keepalive_expiry=2.0
 )
+
+
+def login_hint(server: str) -> str:
+    """What to run when an OAuth server needs a person (``workers.oauth``)."""
+    return f"run 'mcp-supervisor login {server}'"
 
 
 class LoginNeeded(Exception):

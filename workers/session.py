@@ -48,7 +48,7 @@ from workers.catalog import Catalog
 from workers.link import Link
 from workers.listing import ListingFailed, Pager
 from workers.logs import StderrRelay, one_line
-from workers.remote import HttpTrouble, LoginNeeded, connect_remote
+from workers.remote import HttpTrouble, LoginNeeded, connect_remote, login_hint
 from workers.requests import ServerRequests
 from workers.stdio import CommandNotFound, StdioServer
 from workers.tools import ToolWatch
@@ -147,8 +147,7 @@ class Worker:
 
     def _login_needed(self, why: str) -> None:
         """Only a person can authorize the server now: end as ``needs-login``, saying what to run."""
-        hint = f"run 'mcp-supervisor login {self.boot.server}'"
-        self._give_up(WorkerExit.NEEDS_LOGIN, f"needs login: {why}; {hint}")
+        self._give_up(WorkerExit.NEEDS_LOGIN, f"needs login: {why}; {login_hint(self.boot.server)}")
 
     async def _session_failed(self, phase: str, failure: BaseException) -> bool:
         """The session ended with ``failure`` during ``phase``: end the worker, saying why; False when
