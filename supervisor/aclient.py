@@ -66,15 +66,22 @@ class AsyncSupervisorClient:
     """Async client for asyncio and trio; use it as ``async with``. ``keys``: see ``supervisor.client``."""
 
     def __init__(
-        self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT, keys: Keys = None
+        self,
+        endpoint: str | None = None,
+        *,
+        request_timeout: float = REQUEST_TIMEOUT,
+        keys: Keys = None,
+        identity: str | None = None,
     ) -> None:
+        """``identity``: who this client is to ``scope: client`` servers (its own session on each); two
+        clients that name the same identity share those sessions. Default: unique to this client."""
+        self._requests = Requests(identity)  # first: a bad identity raises before anything is opened
         self.endpoint = resolve_endpoint(endpoint)
         self.keys = client_keys(keys, self.endpoint)
         self.request_timeout = request_timeout
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._sock: zmq.Socket[bytes] | None = None
         self._watch: HandshakeWatch | None = None
-        self._requests = Requests()
         self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
         self._open: AsyncExitStack | None = None  # what __aexit__ undoes
         self._reading: anyio.CancelScope | None = None
@@ -101,6 +108,11 @@ class AsyncSupervisorClient:
     ) -> None:
         assert self._open is not None, "the client was not entered"
         await self._open.aclose()
+
+    @property
+    def identity(self) -> str:
+        """This client's identity: its session on each ``scope: client`` server."""
+        return self._requests.identity
 
     # ------------------------------------------------------------ the registry
 

@@ -158,6 +158,14 @@ class CallTable:
 
     # ------------------------------------------------------------ pending
 
+    def load(self, worker: bytes) -> int:
+        """Requests pending at that worker incarnation."""
+        calls = self._by_worker.get(worker)
+        return 0 if calls is None else len(calls)
+
+    def is_pending(self, call: int) -> bool:
+        return call in self._pending
+
     def new_call(self) -> int:
         """A call id for a request about to be sent to a worker (never reused)."""
         self._next_call += 1

@@ -106,8 +106,16 @@ class SupervisorClient:
     """Blocking client; safe to share between threads. ``keys``: see the module docstring."""
 
     def __init__(
-        self, endpoint: str | None = None, *, request_timeout: float = REQUEST_TIMEOUT, keys: Keys = None
+        self,
+        endpoint: str | None = None,
+        *,
+        request_timeout: float = REQUEST_TIMEOUT,
+        keys: Keys = None,
+        identity: str | None = None,
     ) -> None:
+        """``identity``: who this client is to ``scope: client`` servers (its own session on each); two
+        clients that name the same identity share those sessions. Default: unique to this client."""
+        self._requests = Requests(identity)  # first: a bad identity raises before anything is opened
         self.endpoint = resolve_endpoint(endpoint)
         self.keys = client_keys(keys, self.endpoint)
         self.request_timeout = request_timeout
@@ -115,7 +123,6 @@ class SupervisorClient:
         self._local = threading.local()
         self._sockets: list[zmq.Socket[bytes]] = []
         self._lock = threading.Lock()
-        self._requests = Requests()
         self._closed = False
 
     def __enter__(self) -> Self:
@@ -131,6 +138,11 @@ class SupervisorClient:
                 sock.close(linger=0)
             self._sockets.clear()
         self._ctx.destroy(linger=0)
+
+    @property
+    def identity(self) -> str:
+        """This client's identity: its session on each ``scope: client`` server."""
+        return self._requests.identity
 
     # ------------------------------------------------------------ the registry
 

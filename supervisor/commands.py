@@ -144,24 +144,31 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_json([msgspec.to_builtins(row) for row in rows])
     else:
         tokens = any(r.token_expires_at is not None for r in rows)  # a TOKEN column for OAuth servers
+        pools = any(r.workers for r in rows)  # replicas and sessions: a row each, and their load
+        table: list[tuple[str, ...]] = []
+        for r in rows:
+            busy = sum(w.in_flight for w in r.workers)
+            table.append(
+                (r.server, r.state, _dash(r.worker_pid), _dash(r.server_pid), str(r.restarts), str(r.tools))
+                + (_seconds(r.next_restart_in),)
+                + (_token_left(r.token_expires_at),) * tokens
+                + (str(busy) if r.workers else "-", "-") * pools
+                + ((r.last_error or "-")[:80],)
+            )
+            for w in r.workers:
+                table.append(
+                    (f"  {w.name}", w.state, _dash(w.worker_pid), _dash(w.server_pid), str(w.restarts), "-")
+                    + (_seconds(w.next_restart_in),)
+                    + ("-",) * tokens
+                    + (str(w.in_flight), _seconds(w.idle))
+                    + ((w.last_error or "-")[:80],)
+                )
         _print_table(
             ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "RETRY_IN")
             + ("TOKEN",) * tokens
+            + ("IN_FLIGHT", "IDLE") * pools
             + ("LAST_ERROR",),
-            [
-                (
-                    r.server,
-                    r.state,
-                    _dash(r.worker_pid),
-                    _dash(r.server_pid),
-                    str(r.restarts),
-                    str(r.tools),
-                    "-" if r.next_restart_in is None else f"{r.next_restart_in:.1f}s",
-                )
-                + (_token_left(r.token_expires_at),) * tokens
-                + ((r.last_error or "-")[:80],)
-                for r in rows
-            ],
+            table,
         )
         print(f"events: {events}")
         print(
@@ -170,6 +177,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{front.dropped_replies} replies dropped with {front.dropped_calls} requests (unread)"
         )
     return 0
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
 
 
 def _token_left(expires_at: float | None) -> str:

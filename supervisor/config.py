@@ -28,6 +28,8 @@ from supervisor.config_json import (
     with_position,
 )
 from supervisor.config_model import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
     DEFAULT_TOOL_TIMEOUT,
     Config,
     ConfigError,
@@ -281,7 +283,7 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         if not cfg.disabled and not HTTP_URL.match(url):
             raise _Problem('"url" must be an http:// or https:// URL')
     roots = tuple(_root(entry, f"roots[{i}]", expand) for i, entry in enumerate(cfg.roots))
-    sampling = cfg.sampling
+    sampling = None if cfg.sampling == "caller" else cfg.sampling
     if sampling is not None:
         sampling = SamplingHook(
             command=expand(sampling.command, "sampling.command", tilde=True),
@@ -310,7 +312,25 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         enabled_tools=enabled_tools,
         disabled_tools=disabled_tools,
         oauth=oauth,
+        sampling_caller=cfg.sampling == "caller",
+        **_pool_fields(cfg),
     )
+
+
+def _pool_fields(cfg: ServerConfig) -> dict[str, Any]:
+    """``replicas``, ``scope`` and the session bounds, checked against each other."""
+    if cfg.scope == "client":
+        if cfg.replicas != 1:
+            raise _Problem('"replicas" is for shared servers; with "scope": "client" each client gets one')
+        return {
+            "scope": "client",
+            "idle_timeout": DEFAULT_IDLE_TIMEOUT if cfg.idle_timeout is None else cfg.idle_timeout,
+            "max_sessions": DEFAULT_MAX_SESSIONS if cfg.max_sessions is None else cfg.max_sessions,
+        }
+    for field, value in (("idleTimeout", cfg.idle_timeout), ("maxSessions", cfg.max_sessions)):
+        if value is not None:
+            raise _Problem(f'"{field}" applies only with "scope": "client"')
+    return {"replicas": cfg.replicas}
 
 
 def _patterns(patterns: list[str], field: str) -> tuple[str, ...]:

@@ -17,6 +17,8 @@ import msgspec
 from supervisor.policy import RestartPolicy
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_REDIRECT_URI",
     "DEFAULT_TOOL_TIMEOUT",
     "Config",
@@ -33,12 +35,21 @@ __all__ += [
     "ServerConfig",
     "ServerSpec",
 ]
-__all__ += ["SupervisorSettings", "TokenAuthMethod", "Transport"]
+__all__ += ["MAX_REPLICAS", "MAX_SESSIONS", "Scope", "SupervisorSettings", "TokenAuthMethod", "Transport"]
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 """Seconds a tool call may run when neither the caller nor the config says otherwise."""
 
 Transport = Literal["stdio", "sse", "streamable-http"]
+Scope = Literal["shared", "client"]
+"""``shared``: one set of workers serves every client; ``client``: each client gets a worker of its own."""
+
+MAX_REPLICAS = 64
+MAX_SESSIONS = 1024
+DEFAULT_IDLE_TIMEOUT = 300.0
+"""Seconds a ``scope: client`` session may go without a call before it is reaped."""
+DEFAULT_MAX_SESSIONS = 16
+"""``scope: client`` sessions of one server at once; a new client past it is answered OVERLOADED."""
 
 
 class RootEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -105,13 +116,21 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     disabled: bool = False
     roots: list[str | RootEntry] = []  # answered on roots/list; none: roots are not offered
     elicitation: Literal["decline", "defaults"] = "decline"
-    sampling: SamplingHook | None = None  # none: sampling is not offered, and refused
+    # A program that answers, or "caller": the calling agent's handler answers (refused without one).
+    # Absent: sampling is not offered, and refused.
+    sampling: SamplingHook | Literal["caller"] | None = None
     refresh_interval: Annotated[float, msgspec.Meta(gt=0)] | None = None  # seconds between tool re-lists
     # Tool views (``supervisor.views``): names or fnmatch globs of the server's own tool names. With
     # "enabledTools", only the tools matching one of them are registered (an empty list: none); then
     # those matching a "disabledTools" pattern are left out. Absent "enabledTools": every tool.
     enabled_tools: list[str] | None = None
     disabled_tools: list[str] = []
+    # Several workers for one server (``supervisor.pool``): N replicas behind one set of tool names, or
+    # one worker per client (``scope: client``), started on its first call and reaped when idle.
+    replicas: Annotated[int, msgspec.Meta(ge=1, le=MAX_REPLICAS)] = 1
+    scope: Scope = "shared"
+    idle_timeout: Annotated[float, msgspec.Meta(gt=0)] | None = None  # scope client; default 300 s
+    max_sessions: Annotated[int, msgspec.Meta(ge=1, le=MAX_SESSIONS)] | None = None  # scope client; 16
 
 
 class SupervisorSettings(
@@ -176,6 +195,11 @@ class ServerSpec:
     enabled_tools: tuple[str, ...] | None = None
     disabled_tools: tuple[str, ...] = ()
     oauth: OAuthSpec | None = None  # remote servers only: OAuth 2.1 (``workers.oauth``)
+    sampling_caller: bool = False  # sampling is offered, and answered by the calling client's handler
+    replicas: int = 1
+    scope: Scope = "shared"
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # scope client: seconds without a call, then reaped
+    max_sessions: int = DEFAULT_MAX_SESSIONS  # scope client: sessions at once
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ Who owns what: the front door (``supervisor.front``: decoding requests, sending 
 that do not read), the worker link (``supervisor.worker_link``: workers' messages to their keepers
 and to the call table), the router (``supervisor.router``: requests that go to workers), the call
 table (``supervisor.calls``: calls in flight, deadlines, admission, answers), the crew
-(``supervisor.crew``: the keepers and operator requests), reloads (``supervisor.reloading``), the
-registry and the publisher (``supervisor.publisher``: events). The ``Supervisor`` itself binds the
-sockets, runs the tasks (receiving, the deadline timer, the beacon, reaping), dispatches each request
-to its owner, drains on shutdown, and is the ``KeeperOwner`` every keeper talks to.
+(``supervisor.crew``: the servers, their workers, and operator requests; ``supervisor.pool``),
+reloads (``supervisor.reloading``), the registry and the publisher (``supervisor.publisher``:
+events). The ``Supervisor`` itself binds the sockets, runs the tasks (receiving, the deadline timer,
+the beacon, reaping), dispatches each request to its owner, drains on shutdown, and is the
+``PoolOwner`` every server talks to.
 
 A call its worker does not answer in time is answered ``TIMEOUT`` by the deadline timer a margin
 later; when a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR`` when a remote
@@ -32,13 +33,14 @@ import zmq
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import Poller, TrioSocket, bind_publisher, bind_router
 from supervisor.calls import CallTable
-from supervisor.config import Config, SupervisorSettings
+from supervisor.config import Config, ServerSpec, SupervisorSettings
 from supervisor.crew import Crew
 from supervisor.curve import Gate
 from supervisor.front import FrontDoor
 from supervisor.keeper import Keeper
 from supervisor.keys import ServerKeys
 from supervisor.paths import default_events_endpoint, ipc_path
+from supervisor.pool import Server
 from supervisor.protocol import (
     CallTool,
     Cancel,
@@ -99,7 +101,7 @@ class Supervisor:
         self.stats = FrontStats()  # what the front door refused or dropped since the start (counts only)
         self._repeats = Repeats(log)  # timeouts, overloads, malformed frames: a few lines a second
         self.crew = Crew(config, self)
-        self.keepers = self.crew.keepers  # the same dict, in config order
+        self.servers = self.crew.servers  # the same dict, in config order
         self._front = FrontDoor(
             stats=self.stats,
             repeats=self._repeats,
@@ -108,7 +110,7 @@ class Supervisor:
             queued_replies=lambda: self._settings().max_queued_replies,
         )
         self.calls = CallTable(
-            self._front.reply, self._settings, self.stats, self._repeats, lambda: self.keepers
+            self._front.reply, self._settings, self.stats, self._repeats, lambda: self.servers
         )
         self._link = WorkerLink(
             calls=self.calls, reply=self._front.reply, repeats=self._repeats, settled=self._check_idle
@@ -124,7 +126,7 @@ class Supervisor:
         self._events = Publisher(self.registry, self._repeats)
         self._router = Router(
             registry=self.registry,
-            keepers=self.keepers,
+            servers=self.servers,
             calls=self.calls,
             send=self._link.send,
             reply=self._front.reply,
@@ -139,7 +141,7 @@ class Supervisor:
         self._idle = trio.Event()  # set when draining and no call is in flight
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._gate: Gate | None = None
-        self._tasks: trio.Nursery | None = None  # where keepers and reloads run
+        self._tasks: trio.Nursery | None = None  # where servers and reloads run
 
     @property
     def config(self) -> Config:
@@ -191,7 +193,7 @@ class Supervisor:
                 nursery.start_soon(self._expire_deadlines)
                 nursery.start_soon(self._events.beacon)
                 nursery.start_soon(reap_on_sigchld, self._worker_pids)
-                log.info("listening on %s with %d servers", self.endpoint, len(self.keepers))
+                log.info("listening on %s with %d servers", self.endpoint, len(self.servers))
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True):  # bounded: the zygote gets a few seconds to go
@@ -229,7 +231,7 @@ class Supervisor:
         """Our own children (their keepers reap them), or None while one is being forked."""
         return None if self.crew.spawning else self.own_children()
 
-    # ------------------------------------------------- the keepers' owner
+    # ------------------------------------------------- the servers' owner
 
     def own_children(self) -> set[int]:
         """Every live worker's pid, and the zygote's: never mistaken for an escaped server process."""
@@ -244,30 +246,35 @@ class Supervisor:
     def attach(self, identity: bytes, keeper: Keeper) -> None:
         self._link.attach(identity, keeper)
 
-    def detach(self, keeper: Keeper, reason: str, code: ErrorCode = "WORKER_CRASHED") -> None:
-        """A worker incarnation ended: forget it, drop its tools, fail its calls with ``code``."""
-        self._events.registry_changed(keeper.name, self.registry.remove(keeper.name))
-        if keeper.identity is not None:
-            self._link.detach(keeper.identity)
-            self.calls.worker_gone(keeper.identity, code, reason)
+    def worker_gone(self, identity: bytes, reason: str, code: ErrorCode) -> None:
+        """A worker incarnation ended: forget it, fail its calls with ``code``."""
+        self._link.detach(identity)
+        self.calls.worker_gone(identity, code, reason)
         self._check_idle()
 
-    def state_changed(self, keeper: Keeper, previous: WorkerState) -> None:
-        restarts, error = keeper.tracker.restarts, keeper.last_error
-        self._events.state_changed(keeper.name, keeper.state, previous, restarts, error)
+    def drop_tools(self, server: str) -> None:
+        self._events.registry_changed(server, self.registry.remove(server))
 
-    def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
-        """Register ``keeper``'s server's tools (those its config's tool view lets through), publish
-        what changed; the count registered."""
-        spec = keeper.spec
+    def state_changed(self, server: Server, previous: WorkerState) -> None:
+        self._events.state_changed(server.name, server.state, previous, server.restarts, server.last_error)
+
+    def register_tools(self, spec: ServerSpec, tools: list[WorkerTool]) -> int:
+        """Register a server's tools (those its config's tool view lets through), publish what
+        changed; the count registered."""
         infos, diff = self.registry.replace(
-            keeper.name, tools, enabled=spec.enabled_tools, disabled=spec.disabled_tools
+            spec.name, tools, enabled=spec.enabled_tools, disabled=spec.disabled_tools
         )
-        self._events.registry_changed(keeper.name, diff)
+        self._events.registry_changed(spec.name, diff)
         return len(infos)
 
     def tool_count(self, server: str) -> int:
         return self.registry.count(server)
+
+    def in_flight(self, worker: bytes) -> int:
+        return self.calls.load(worker)
+
+    def pending(self, call: int) -> bool:
+        return self.calls.is_pending(call)
 
     def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
         """Send if that worker is connected (a worker still starting up may not be yet); say if it was."""
@@ -330,7 +337,7 @@ class Supervisor:
                 assert_never(request)
 
     def _status(self, id: int) -> StatusReply:
-        rows = [keeper.status() for keeper in self.keepers.values()]
+        rows = [server.status() for server in self.servers.values()]
         front = msgspec.structs.replace(self.stats, clients=self.calls.clients, in_flight=self.calls.held)
         return StatusReply(id=id, servers=rows, events=self.events_endpoint, front=front)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -24,6 +26,7 @@ import msgspec
 
 from supervisor.errors import SupervisorError, ToolExecutionError, error_for
 from supervisor.protocol import (
+    MAX_IDENTITY,
     CallResult,
     CallTool,
     Cancel,
@@ -60,7 +63,14 @@ from supervisor.protocol import (
     ToolResult,
 )
 
-__all__ = ["REQUEST_TIMEOUT", "Exchange", "Requests", "openai_tool"]
+__all__ = [
+    "REQUEST_TIMEOUT",
+    "Exchange",
+    "Requests",
+    "check_identity",
+    "default_identity",
+    "openai_tool",
+]
 
 log = logging.getLogger("mcp_supervisor.client")
 
@@ -102,11 +112,26 @@ def openai_tool(tool: ToolInfo) -> dict[str, Any]:
     }
 
 
-class Requests:
-    """Builds each request with a fresh id (one counter per client)."""
+def default_identity() -> str:
+    """A client's identity when it names none: this process and a random part, so that two clients
+    never share a ``scope: client`` session unless they name the same identity."""
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
 
-    def __init__(self) -> None:
+
+def check_identity(identity: str) -> str:
+    """A client identity as a client names it: 1 to ``MAX_IDENTITY`` printable characters."""
+    if not isinstance(identity, str) or not 0 < len(identity) <= MAX_IDENTITY or not identity.isprintable():
+        raise ValueError(f"identity must be 1 to {MAX_IDENTITY} printable characters, not {identity!r}")
+    return identity
+
+
+class Requests:
+    """Builds each request with a fresh id (one counter per client), on behalf of ``identity`` (the
+    client's session on ``scope: client`` servers)."""
+
+    def __init__(self, identity: str | None = None) -> None:
         self._ids = itertools.count(1)
+        self.identity = default_identity() if identity is None else check_identity(identity)
 
     def tool_list(self) -> Exchange[ToolList]:
         return Exchange(ListTools(id=next(self._ids)), _expecting(ToolList))
@@ -139,27 +164,36 @@ class Requests:
             arguments=msgspec.Raw(_encode_arguments(arguments or {})),
             timeout=_check_timeout(timeout),
             progress=progress is not None,
+            client=self.identity,
         )
         return Exchange(
             request, lambda reply: _result(reply, name, raise_on_error), _call_wait(timeout), progress
         )
 
     def list_resources(self, server: str | None, timeout: float | None) -> Exchange[list[ResourceInfo]]:
-        request = ListResources(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        request = ListResources(
+            id=next(self._ids), server=server, timeout=_check_timeout(timeout), client=self.identity
+        )
         return Exchange(request, lambda reply: _entries(reply, _decode_resources), _call_wait(timeout))
 
     def list_resource_templates(
         self, server: str | None, timeout: float | None
     ) -> Exchange[list[ResourceTemplateInfo]]:
-        request = ListResourceTemplates(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        request = ListResourceTemplates(
+            id=next(self._ids), server=server, timeout=_check_timeout(timeout), client=self.identity
+        )
         return Exchange(request, lambda reply: _entries(reply, _decode_templates), _call_wait(timeout))
 
     def read_resource(self, server: str, uri: str, timeout: float | None) -> Exchange[ResourceResult]:
-        request = ReadResource(id=next(self._ids), server=server, uri=uri, timeout=_check_timeout(timeout))
+        request = ReadResource(
+            id=next(self._ids), server=server, uri=uri, timeout=_check_timeout(timeout), client=self.identity
+        )
         return Exchange(request, lambda reply: _fetched(reply, _decode_resource), _call_wait(timeout))
 
     def list_prompts(self, server: str | None, timeout: float | None) -> Exchange[list[PromptInfo]]:
-        request = ListPrompts(id=next(self._ids), server=server, timeout=_check_timeout(timeout))
+        request = ListPrompts(
+            id=next(self._ids), server=server, timeout=_check_timeout(timeout), client=self.identity
+        )
         return Exchange(request, lambda reply: _entries(reply, _decode_prompts), _call_wait(timeout))
 
     def get_prompt(
@@ -167,7 +201,12 @@ class Requests:
     ) -> Exchange[PromptResult]:
         raw = msgspec.Raw(_encode_arguments(arguments or {}))
         request = GetPrompt(
-            id=next(self._ids), name=name, arguments=raw, server=server, timeout=_check_timeout(timeout)
+            id=next(self._ids),
+            name=name,
+            arguments=raw,
+            server=server,
+            timeout=_check_timeout(timeout),
+            client=self.identity,
         )
         return Exchange(request, lambda reply: _fetched(reply, _decode_prompt), _call_wait(timeout))
 

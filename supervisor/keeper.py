@@ -48,6 +48,7 @@ from supervisor.protocol import (
     ServerStatus,
     ToolsChanged,
     WorkerState,
+    WorkerStatus,
     WorkerTool,
 )
 from supervisor.reaping import close_lifeline, reap
@@ -108,15 +109,31 @@ class KeeperOwner(Protocol):
 class Keeper:
     """Keeps one server's worker running, one incarnation at a time."""
 
-    def __init__(self, spec: ServerSpec, owner: KeeperOwner, settings: SupervisorSettings) -> None:
+    def __init__(
+        self,
+        spec: ServerSpec,
+        owner: KeeperOwner,
+        settings: SupervisorSettings,
+        *,
+        label: str | None = None,
+        once: bool = False,
+    ) -> None:
+        """``label``: how logs, the worker's process title and its calls' errors name this worker (a
+        replica ``files#2``, a session ``files@agent-7``; the server's name by default). ``once``: run
+        one incarnation and return (a per-client session), instead of restarting by policy."""
         self.spec = spec
         self.name = spec.name
+        self.label = label or spec.name
+        self.once = once
+        self.outcome: Outcome | None = None  # how the last incarnation ended
         self.policy = spec.policy
         self.settings = settings
         self.owner = owner
         self.tracker = RestartTracker(spec.policy)
         self._state: WorkerState = "stopped" if spec.disabled else "starting"
-        self.identity: bytes | None = None  # routing id of the live incarnation
+        self.identity: bytes | None = None  # routing id of the live incarnation (set before it starts)
+        self._incarnation = 0
+        self.upcoming = self._new_identity()  # the next incarnation's routing id
         self.worker_pid: int | None = None
         self.server_pid: int | None = None
         self.last_error: str | None = "disabled in config" if spec.disabled else None
@@ -124,7 +141,7 @@ class Keeper:
         self.last_heard: float | None = None  # when the live worker last said anything
         self._heartbeats: Heartbeats | None = None  # the live incarnation's
         self.spawning = False  # a worker process is being forked (its pid is not known yet)
-        self.worker_log = WorkerLog(self.name)
+        self.worker_log = WorkerLog(self.label)
         self._want_running = not spec.disabled  # False after an operator's stop
         self._restarting = False  # an operator's restart is under way: more of them coalesce
         self._why = "stopped by an operator"  # what the calls of an incarnation we end are told
@@ -134,7 +151,7 @@ class Keeper:
         self._ending: Outcome | None = None  # why we are ending the live worker, if we are
         self._kill_reason: str | None = None
         self._started_at = 0.0
-        self._incarnation = 0
+        self._exited = False  # the live incarnation's process has exited (it is not reaped yet)
 
     @property
     def state(self) -> WorkerState:
@@ -146,6 +163,25 @@ class Keeper:
         previous, self._state = self._state, state
         if state != previous:
             self.owner.state_changed(self, previous)
+
+    @property
+    def ending(self) -> bool:
+        """The live worker has exited, or is being stopped or killed."""
+        return self._exited or self._ending is not None or self._kill_reason is not None
+
+    @property
+    def serving(self) -> bool:
+        """Ready and not ending: calls may be sent to ``identity``."""
+        return self._state == "ready" and not self.ending
+
+    @property
+    def target(self) -> bytes:
+        """Where a call for this worker goes: the live incarnation, or the one about to start."""
+        return self.identity if self.identity is not None else self.upcoming
+
+    def _new_identity(self) -> bytes:
+        self._incarnation += 1
+        return f"{self.label}/{self._incarnation}/{secrets.token_hex(4)}".encode()
 
     # ------------------------------------------------------------- operator
 
@@ -186,7 +222,7 @@ class Keeper:
         stopped (an operator's stop, a finished transient one) stays stopped and starts with it later;
         one that was disabled starts."""
         was_disabled = self.spec.disabled
-        self.spec, self.policy, self.tracker.policy = spec, spec.policy, spec.policy
+        self.adopt(spec)
         if spec.disabled:
             self.request_stop("disabled in the config (reload)")
             self.last_error = "disabled in config"
@@ -210,6 +246,27 @@ class Keeper:
             token_expires_at=self._token_expiry(),
         )
 
+    def worker_status(
+        self, in_flight: int, client: str | None = None, idle: float | None = None
+    ) -> WorkerStatus:
+        """This worker's row among its server's workers (a replica, a session)."""
+        return WorkerStatus(
+            name=self.label,
+            state=self.state,
+            worker_pid=self.worker_pid,
+            server_pid=self.server_pid,
+            restarts=self.tracker.restarts,
+            last_error=self.last_error,
+            next_restart_in=max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
+            in_flight=in_flight,
+            client=client,
+            idle=idle,
+        )
+
+    def adopt(self, spec: ServerSpec) -> None:
+        """Take a reloaded spec without restarting (its server restarts its workers one by one)."""
+        self.spec, self.policy, self.tracker.policy = spec, spec.policy, spec.policy
+
     def _token_expiry(self) -> float | None:
         spec = self.spec
         return None if spec.oauth is None or spec.url is None else TokenFile(spec.name, spec.url).expires_at()
@@ -226,7 +283,7 @@ class Keeper:
         """Kill the live worker now (it hangs or is stopped); counted as a failure."""
         if self._process is not None and self._kill_reason is None:
             self._kill_reason = reason
-            log.error("server %r: %s; killing its worker", self.name, reason)
+            log.error("server %r: %s; killing its worker", self.label, reason)
             self._process.kill()
 
     # ------------------------------------------------------------- life cycle
@@ -234,15 +291,22 @@ class Keeper:
     async def run(self) -> None:
         while True:
             if not self._want_running:
+                if self.once:
+                    self.state = "stopped"
+                    return
                 await self._park("stopped")
                 continue
             self._wake = trio.Event()
             try:
                 outcome = await self._run_once()
             except Exception as exc:  # boundary: one worker's failure must not end the supervisor
-                log.exception("server %r: starting or watching its worker failed", self.name)
+                log.exception("server %r: starting or watching its worker failed", self.label)
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 outcome = "abnormal"
+            self.outcome = outcome
+            if self.once:
+                self.state = "failed" if outcome == "abnormal" else "stopped"
+                return
             if outcome == "operator":
                 continue
             self._restarting = False
@@ -259,13 +323,13 @@ class Keeper:
                 log.error(
                     "server %r failed: more than %d restarts in %g s; last error: %s "
                     "(run 'mcp-supervisor restart %s' to try again)",
-                    *(self.name, self.policy.max_restarts, self.policy.window, self.last_error, self.name),
+                    *(self.label, self.policy.max_restarts, self.policy.window, self.last_error, self.name),
                 )
                 await self._park("failed")
                 continue
             self.state = "restarting"
             if delay > 0:
-                log.warning("server %r: restarting in %.2f s", self.name, delay)
+                log.warning("server %r: restarting in %.2f s", self.label, delay)
                 self.restart_at = trio.current_time() + delay
                 with trio.move_on_after(delay):
                     await self._wake.wait()
@@ -279,8 +343,7 @@ class Keeper:
 
     async def _run_once(self) -> Outcome:
         """Run one worker incarnation to its end and say how it ended."""
-        self._incarnation += 1
-        identity = f"{self.name}/{self._incarnation}/{secrets.token_hex(4)}".encode()
+        identity, self.upcoming = self.upcoming, self._new_identity()
         boot = WorkerBoot(
             server=self.name,
             endpoint=self.owner.worker_endpoint,
@@ -292,18 +355,23 @@ class Keeper:
         self._started_at = trio.current_time()
         self._ready = trio.Event()
         self._ending = self._kill_reason = None
+        self._exited = False
         self.last_heard = None
         self._heartbeats = Heartbeats(identity, self.owner.send_to_worker)
         self.worker_log.reset()
         self.server_pid = None
+        self.identity = identity  # calls held for it (a session starting) fail with it if it fails
         self.spawning = True
         try:
-            process = await self.owner.spawn(self.name, self.settings.worker_spawn)
+            process = await self.owner.spawn(self.label, self.settings.worker_spawn)
+        except BaseException:
+            self.owner.detach(self, f"server {self.label!r}: its worker could not be started", "UNAVAILABLE")
+            self.identity = None
+            raise
         finally:
             self.spawning = False
         self._process = process
         self.worker_pid = process.pid
-        self.identity = identity
         self.owner.attach(identity, self)
         if not self._want_running:  # an operator's stop arrived while we were spawning
             self._end_worker()
@@ -318,12 +386,14 @@ class Keeper:
                 nursery.start_soon(self._watch_start)
                 nursery.start_soon(self._watch_heartbeats, self._heartbeats)
                 await process.wait()
+                self._exited = True  # no call goes to it from now on, while its last words are read
                 with trio.move_on_after(LOG_DRAIN_TIMEOUT):  # its last lines say why it ended
                     await log_read.wait()
                 nursery.cancel_scope.cancel()
         finally:
             ended_on_its_own = process.returncode is not None and self._ending is None
             self._ending = self._ending or "shutdown"
+            self._exited = True
             with trio.CancelScope(shield=True):
                 await self._reap(process)
             outcome = self._outcome(process.returncode) if ended_on_its_own else self._ending
@@ -332,7 +402,7 @@ class Keeper:
             lost = self._connection_lost(process.returncode) and ended_on_its_own
             if outcome in ("normal", "abnormal", "needs-login"):
                 self.last_error = reason
-                (log.error if outcome == "abnormal" else log.warning)("server %r: %s", self.name, reason)
+                (log.error if outcome == "abnormal" else log.warning)("server %r: %s", self.label, reason)
             elif outcome == "shutdown":
                 reason = "the supervisor is stopping"
             else:
@@ -340,7 +410,7 @@ class Keeper:
             code: ErrorCode = (
                 "UNAVAILABLE" if outcome == "needs-login" else "SERVER_ERROR" if lost else "WORKER_CRASHED"
             )
-            self.owner.detach(self, f"server {self.name!r}: {reason}", code)
+            self.owner.detach(self, f"server {self.label!r}: {reason}", code)
             self.identity = None
         return outcome
 
@@ -403,7 +473,7 @@ class Keeper:
 
     async def _reap(self, process: WorkerProcess) -> None:
         """Make sure the worker and its server are gone (bounded), and forget them."""
-        await reap(process, self.name, self.server_pid, self.owner.own_children)
+        await reap(process, self.label, self.server_pid, self.owner.own_children)
         self._process = None
         self.worker_pid = None
         self.server_pid = None
@@ -440,7 +510,7 @@ class Keeper:
 
     def ready(self, event: Ready) -> None:
         if self._kill_reason is not None or self._ending is not None:
-            log.debug("server %r: Ready from a worker that is being stopped; ignored", self.name)
+            log.debug("server %r: Ready from a worker that is being stopped; ignored", self.label)
             return  # its tools would only be routed to a worker about to exit
         now = trio.current_time()
         self.server_pid = event.server_pid
@@ -451,10 +521,10 @@ class Keeper:
         self.state = "ready"
         log.info(
             "server %r ready: %d tools in %.2f s (%s)",
-            *(self.name, count, now - self._started_at, event.server_name or "unnamed server"),
+            *(self.label, count, now - self._started_at, event.server_name or "unnamed server"),
         )
 
     def tools_changed(self, event: ToolsChanged) -> None:
         if self.state == "ready":
             count = self.owner.tools_changed(self, event.tools)
-            log.info("server %r tools changed: %d tools", self.name, count)
+            log.info("server %r tools changed: %d tools", self.label, count)

@@ -1,13 +1,15 @@
 """The router: front requests that go to a worker (tool calls, resources, prompts), sent on their way.
 
 Above: the supervisor's dispatch, which hands it each ``CallTool``, listing, ``ReadResource`` and
-``GetPrompt``. Beside it: the registry (prefixed name -> server and tool), the keepers (is the
-server ready, which incarnation is live) and the call table (admission, pending calls, answers).
-Below: the worker link, through ``send``.
+``GetPrompt``. Beside it: the registry (prefixed name -> server and tool), the servers
+(``supervisor.pool``: is the server ready, which of its workers takes the request) and the call
+table (admission, pending calls, answers). Below: the worker link, through ``send``.
 
 A call's life: look the prefixed name up in the registry (unknown -> ``UNKNOWN_TOOL``, server not
-ready -> ``UNAVAILABLE`` at once), admit it (``OVERLOADED`` past a bound), give it a call id, send
-``Invoke`` to the server's live worker with the budget, and remember it in the call table. Resources
+ready -> ``UNAVAILABLE`` at once), admit it (``OVERLOADED`` past a bound), ask the server which
+worker takes it (the least busy replica, or the caller's own session: ``client``, else its
+connection), give it a call id, send ``Invoke`` to that worker with the budget (or have the server
+hold it while the caller's session starts), and remember it in the call table. Resources
 and prompts travel the same way as ``Fetch``: a read names its server, a prompt's prefixed name is
 routed by the server prefix it carries, and a listing without a server is sent to every ready
 worker and gathered into one ``Listing`` (a server that fails is named in it, not fatal to it).
@@ -30,7 +32,9 @@ import msgspec
 from supervisor._zmq import Unroutable
 from supervisor.calls import CallTable, Gather, Pending, peer
 from supervisor.keeper import Keeper
+from supervisor.pool import Refusal, Server
 from supervisor.protocol import (
+    MAX_IDENTITY,
     Abort,
     CallTool,
     Cancel,
@@ -68,7 +72,7 @@ class Router:
         self,
         *,
         registry: Registry,
-        keepers: Mapping[str, Keeper],
+        servers: Mapping[str, Server],
         calls: CallTable,
         send: Callable[[bytes, bytes], None],
         reply: Callable[[bytes, FrontReply], None],
@@ -79,7 +83,7 @@ class Router:
         """``send(identity, payload)`` to a worker raises ``Unroutable`` when it is not connected;
         ``deadline_added`` hears of every call's deadline (the timer's next wake-up may be sooner)."""
         self._registry = registry
-        self._keepers = keepers
+        self._servers = servers
         self._calls = calls
         self._send = send
         self._reply = reply
@@ -93,74 +97,84 @@ class Router:
             return
         route = self._registry.lookup(request.name)
         if route is None:
-            keeper = self._owner_if_not_ready(request.name)
-            if keeper is None:
+            server = self._owner_if_not_ready(request.name)
+            if server is None:
                 self._error(caller, request.id, "UNKNOWN_TOOL", f"no tool named {request.name!r}")
             else:
-                self._unavailable(caller, request.id, keeper)
+                self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
             return
-        keeper = self._keepers[route.server]
-        if keeper.state != "ready" or keeper.identity is None:
-            self._unavailable(caller, request.id, keeper)
+        server = self._servers[route.server]
+        if server.state != "ready":
+            self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
             return
-        if not self._accepting(caller, request.id, request.timeout):
+        client = self._client(caller, request.id, request.client)
+        if client is None or not self._accepting(caller, request.id, request.timeout):
             return
-        budget = keeper.spec.tool_timeout if request.timeout is None else request.timeout
+        budget = server.spec.tool_timeout if request.timeout is None else request.timeout
         if not self._calls.admit(caller, request.id):
             return
         call = self._calls.new_call()
         invoke = Invoke(
             call=call, tool=route.tool, arguments=request.arguments, budget=budget, progress=request.progress
         )
-        pending = Pending(
-            caller, request.id, keeper.identity, keeper.name, route.tool, progress=request.progress
-        )
-        self._dispatch(call, encode(invoke), pending, budget, self._why_unavailable(keeper))
+        pending = Pending(caller, request.id, b"", server.name, route.tool, progress=request.progress)
+        self._dispatch(server, client, call, encode(invoke), pending, budget)
 
     def list(self, caller: bytes, request: ListResources | ListResourceTemplates | ListPrompts) -> None:
-        """One server's listing, or every ready server's, gathered into one ``Listing``."""
-        if not self._accepting(caller, request.id, request.timeout):
+        """One server's listing, or every ready server's, gathered into one ``Listing``. A gathered
+        listing asks each server's least busy replica, and on ``scope: client`` servers the caller's
+        own session if it has one (none is started for it); a listing naming the server is routed as
+        a call is."""
+        client = self._client(caller, request.id, request.client)
+        if client is None or not self._accepting(caller, request.id, request.timeout):
             return
-        if request.server is None:
-            keepers = [k for k in self._keepers.values() if k.state == "ready" and k.identity is not None]
-        else:
-            keeper = self._ready_keeper(caller, request.id, request.server)
-            if keeper is None:
-                return
-            keepers = [keeper]
-        if not keepers:
+        method = _LIST_METHODS[type(request)]
+        if request.server is not None:
+            server = self._ready_server(caller, request.id, request.server)
+            if server is not None:
+                self._fetch(caller, request.id, server, client, request.timeout, method, named=True)
+            return
+        targets = [
+            (server, keeper)
+            for server in self._servers.values()
+            if server.state == "ready" and (keeper := server.listing_target(client)) is not None
+        ]
+        if not targets:
             self._reply(caller, Listing(id=request.id))
             return
         if not self._calls.admit(caller, request.id):
             return
-        gather = Gather(caller, request.id, named=request.server is not None, waiting=len(keepers))
-        method = _LIST_METHODS[type(request)]
-        for keeper in keepers:
-            self._fetch(caller, request.id, keeper, request.timeout, method, gather=gather)
+        gather = Gather(caller, request.id, named=False, waiting=len(targets))
+        for server, keeper in targets:
+            self._fetch(caller, request.id, server, client, request.timeout, method, gather=gather, to=keeper)
 
     def read(self, caller: bytes, request: ReadResource) -> None:
-        if self._accepting(caller, request.id, request.timeout):
-            keeper = self._ready_keeper(caller, request.id, request.server)
-            if keeper is not None:
-                self._fetch(caller, request.id, keeper, request.timeout, "resources/read", target=request.uri)
+        client = self._client(caller, request.id, request.client)
+        if client is not None and self._accepting(caller, request.id, request.timeout):
+            server = self._ready_server(caller, request.id, request.server)
+            if server is not None:
+                uri = request.uri
+                self._fetch(caller, request.id, server, client, request.timeout, "resources/read", target=uri)
 
     def get_prompt(self, caller: bytes, request: GetPrompt) -> None:
         """By the server's own prompt name when the caller names the server, else by the prefixed name."""
-        if not self._accepting(caller, request.id, request.timeout):
+        client = self._client(caller, request.id, request.client)
+        if client is None or not self._accepting(caller, request.id, request.timeout):
             return
-        server = request.server
-        if server is None:
-            server = server_of(request.name, self._keepers)
-            if server is None:
+        name = request.server
+        if name is None:
+            name = server_of(request.name, self._servers)
+            if name is None:
                 message = f"no prompt named {request.name!r} (prompts are named mcp_{{server}}_{{prompt}})"
                 self._error(caller, request.id, "UNKNOWN_TOOL", message)
                 return
-        keeper = self._ready_keeper(caller, request.id, server)
-        if keeper is not None:
+        server = self._ready_server(caller, request.id, name)
+        if server is not None:
             self._fetch(
                 caller,
                 request.id,
-                keeper,
+                server,
+                client,
                 request.timeout,
                 "prompts/get",
                 target=request.name,
@@ -186,6 +200,18 @@ class Router:
         with contextlib.suppress(Unroutable):  # that incarnation is gone, its server too: nobody to tell
             self._send(pending.worker, encode(Abort(call=pending.call)))
 
+    def _client(self, caller: bytes, id: int, client: str) -> str | None:
+        """The identity a request is made for: the one it names, else its connection's; None (and the
+        caller answered ``BAD_REQUEST``) for one that is too long or not printable."""
+        if not client:
+            return caller.hex()
+        if len(client) <= MAX_IDENTITY and client.isprintable():
+            return client
+        shown = client[:40] + "..." if len(client) > 40 else client
+        why = f"client identity must be 1 to {MAX_IDENTITY} printable characters, not {shown!r}"
+        self._error(caller, id, "BAD_REQUEST", why)
+        return None
+
     def _accepting(self, caller: bytes, id: int, timeout: float | None) -> bool:
         """False (and the caller answered) while draining, or for a timeout that is not a positive number."""
         if self._draining():
@@ -196,29 +222,30 @@ class Router:
             return False
         return True
 
-    def _ready_keeper(self, caller: bytes, id: int, server: str) -> Keeper | None:
-        """The keeper of a ready server, or None with the caller answered (unknown, or not ready)."""
-        keeper = self._keepers.get(server)
-        if keeper is None:
-            known = ", ".join(self._keepers) or "none"
-            self._error(caller, id, "UNKNOWN_TOOL", f"no server named {server!r} (servers: {known})")
-        elif keeper.state != "ready" or keeper.identity is None:
-            self._unavailable(caller, id, keeper)
+    def _ready_server(self, caller: bytes, id: int, name: str) -> Server | None:
+        """A ready server, or None with the caller answered (unknown, or not ready)."""
+        server = self._servers.get(name)
+        if server is None:
+            known = ", ".join(self._servers) or "none"
+            self._error(caller, id, "UNKNOWN_TOOL", f"no server named {name!r} (servers: {known})")
+        elif server.state != "ready":
+            self._error(caller, id, "UNAVAILABLE", server.why_unavailable())
         else:
-            return keeper
+            return server
         return None
 
-    def _owner_if_not_ready(self, name: str) -> Keeper | None:
+    def _owner_if_not_ready(self, name: str) -> Server | None:
         """The not-ready server whose prefix ``name`` carries, for a better error than UNKNOWN_TOOL."""
-        server = server_of(name, self._keepers)
-        keeper = None if server is None else self._keepers[server]
-        return keeper if keeper is not None and keeper.state != "ready" else None
+        found = server_of(name, self._servers)
+        server = None if found is None else self._servers[found]
+        return server if server is not None and server.state != "ready" else None
 
     def _fetch(
         self,
         caller: bytes,
         id: int,
-        keeper: Keeper,
+        server: Server,
+        client: str,
         timeout: float | None,
         method: FetchMethod,
         *,
@@ -226,42 +253,56 @@ class Router:
         prefixed: bool = False,
         arguments: msgspec.Raw | None = None,
         gather: Gather | None = None,
+        to: Keeper | None = None,
+        named: bool = False,
     ) -> None:
-        """Send one ``Fetch`` to a ready keeper's worker; answered as calls are. One that is not part of
-        a gathered listing is admitted here (a gather was, as a whole)."""
-        assert keeper.identity is not None
+        """Send one ``Fetch`` to a worker of ``server`` (``to``, or the one it routes ``client`` to);
+        answered as calls are. One that is not part of a gathered listing is admitted here (a gather
+        was, as a whole); ``named``: a listing of the one server the caller named."""
         if gather is None and not self._calls.admit(caller, id):
             return
-        budget = keeper.spec.tool_timeout if timeout is None else timeout
+        if named:
+            gather = Gather(caller, id, named=True, waiting=1)
+        budget = server.spec.tool_timeout if timeout is None else timeout
         call = self._calls.new_call()
         what = f"{method} {target}".rstrip()
-        pending = Pending(caller, id, keeper.identity, keeper.name, method, what, gather)
+        pending = Pending(caller, id, b"", server.name, method, what, gather)
         fetch = Fetch(call=call, method=method, budget=budget, target=target, prefixed=prefixed)
         if arguments is not None:
             fetch.arguments = arguments
-        self._dispatch(call, encode(fetch), pending, budget, f"server {keeper.name!r} is {keeper.state}")
+        self._dispatch(server, client, call, encode(fetch), pending, budget, to)
 
-    def _dispatch(self, call: int, payload: bytes, pending: Pending, budget: float, unavailable: str) -> None:
-        """Send an admitted request to its worker and remember it until it is answered; ``UNAVAILABLE``
-        with ``unavailable`` when that worker is not connected."""
-        try:
-            self._send(pending.worker, payload)
-        except Unroutable:
-            self._calls.fail(pending, "UNAVAILABLE", unavailable)
-            return
+    def _dispatch(
+        self,
+        server: Server,
+        client: str,
+        call: int,
+        payload: bytes,
+        pending: Pending,
+        budget: float,
+        to: Keeper | None = None,
+    ) -> None:
+        """Send an admitted request to the worker ``server`` routes it to (``to``, if given), or have the
+        server hold it for a session that is starting, and remember it until it is answered. A worker
+        found unreachable is avoided, and the next one tried; with none left, ``UNAVAILABLE``."""
+        avoid: list[Keeper] = []
+        while True:
+            target: Keeper | Refusal = server.route(client, avoid) if to is None else to
+            if avoid and to is not None:
+                target = Refusal("UNAVAILABLE", server.why_unavailable())
+            if isinstance(target, Refusal):
+                self._calls.fail(pending, target.code, target.message)
+                return
+            pending.worker = target.target
+            if not target.serving:
+                server.hold(target, call, payload)
+                break
+            try:
+                self._send(pending.worker, payload)
+                break
+            except Unroutable:
+                avoid.append(target)
         self._deadline_added(self._calls.remember(call, pending, budget, self._clock()))
-
-    def _unavailable(self, caller: bytes, id: int, keeper: Keeper) -> None:
-        self._error(caller, id, "UNAVAILABLE", self._why_unavailable(keeper))
-
-    @staticmethod
-    def _why_unavailable(keeper: Keeper) -> str:
-        if keeper.state == "needs-login":  # its last error says why, and what to run
-            return f"server {keeper.name!r} {keeper.last_error or 'needs login'}"
-        why = f"server {keeper.name!r} is {keeper.state}"
-        if keeper.last_error:
-            why += f" (last error: {keeper.last_error})"
-        return why
 
     def _error(self, caller: bytes, id: int, code: ErrorCode, message: str) -> None:
         self._reply(caller, ErrorReply(id=id, code=code, message=message))

@@ -41,6 +41,7 @@ from supervisor.protocol.events import (
     decode_event,
 )
 from supervisor.protocol.front import (
+    MAX_IDENTITY,
     CallProgress,
     CallResult,
     CallTool,
@@ -100,6 +101,7 @@ from supervisor.protocol.payloads import (
     ServerStatus,
     ToolInfo,
     ToolResult,
+    WorkerStatus,
     WorkerTool,
 )
 
@@ -107,6 +109,7 @@ __all__ = [
     "ERROR_CODES",
     "EVENT_TOPICS",
     "HEARTBEAT",
+    "MAX_IDENTITY",
     "Abort",
     "CallProgress",
     "CallResult",
@@ -163,6 +166,7 @@ __all__ = [
     "WorkerCommand",
     "WorkerEvent",
     "WorkerState",
+    "WorkerStatus",
     "WorkerTool",
     "decode_event",
     "decode_front_reply",

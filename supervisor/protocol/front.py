@@ -10,10 +10,15 @@ decodes a payload it only relays.
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
 from supervisor.protocol.codec import _Message, total_decoder
 from supervisor.protocol.payloads import FrontStats, ReloadSummary, ServerFailure, ServerStatus, ToolInfo
+
+MAX_IDENTITY: Final = 128
+"""Characters of a client identity (``client``), all printable; a longer one is ``BAD_REQUEST``."""
 
 
 class ListTools(_Message):
@@ -32,6 +37,7 @@ class CallTool(_Message):
     arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
     timeout: float | None = None
     progress: bool = False
+    client: str = ""  # the caller's identity (its session on a ``scope: client`` server); "": its connection
 
 
 class GetStatus(_Message):
@@ -67,18 +73,21 @@ class ListResources(_Message):
     id: int
     server: str | None = None
     timeout: float | None = None
+    client: str = ""  # as for ``CallTool``
 
 
 class ListResourceTemplates(_Message):
     id: int
     server: str | None = None
     timeout: float | None = None
+    client: str = ""  # as for ``CallTool``
 
 
 class ListPrompts(_Message):
     id: int
     server: str | None = None
     timeout: float | None = None
+    client: str = ""  # as for ``CallTool``
 
 
 class ReadResource(_Message):
@@ -88,6 +97,7 @@ class ReadResource(_Message):
     server: str
     uri: str
     timeout: float | None = None
+    client: str = ""
 
 
 class GetPrompt(_Message):
@@ -101,6 +111,7 @@ class GetPrompt(_Message):
     arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}
     server: str | None = None
     timeout: float | None = None
+    client: str = ""
 
 
 class Reload(_Message):

@@ -118,8 +118,25 @@ class ServerFailure(msgspec.Struct, frozen=True, kw_only=True):
     message: str
 
 
+class WorkerStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """One worker of a server that has several: a replica (``replicas``) or a client's session
+    (``scope: client``), in ``ServerStatus.workers``."""
+
+    name: str  # "files#2" for a replica, "files@CLIENT" for a session
+    state: WorkerState
+    worker_pid: int | None = None
+    server_pid: int | None = None
+    restarts: int = 0
+    last_error: str | None = None
+    next_restart_in: float | None = None
+    in_flight: int = 0  # requests sent to it and not answered yet
+    client: str | None = None  # a session's client identity
+    idle: float | None = None  # a session: seconds since its client last sent it a request
+
+
 class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """One row of ``status``."""
+    """One row of ``status``. A server with several workers (replicas, per-client sessions) has the
+    state of the whole (``ready`` while any replica is), and one ``workers`` entry per worker."""
 
     server: str
     state: WorkerState
@@ -132,6 +149,8 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     next_restart_in: float | None = None
     # OAuth servers: when the access token kept for it expires (seconds since the epoch), if it says.
     token_expires_at: float | None = None
+    scope: str = "shared"  # "client": a worker per client, started on its first request
+    workers: list[WorkerStatus] = []  # replicas or sessions; empty for a server with one worker
 
 
 class FrontStats(msgspec.Struct, kw_only=True):

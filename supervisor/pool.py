@@ -1,0 +1,628 @@
+"""A configured server and its workers: one, a pool of replicas, or one per client session.
+
+Above: the crew, which runs each server as a task and relays operator requests; the router, which
+asks a server where a request goes (``route``); the supervisor, the ``PoolOwner`` every server
+reports to. Below: the keepers (``supervisor.keeper``), one per worker, each reaching its server
+through the ``KeeperOwner`` protocol, which a server implements.
+
+- ``Replicas`` (``"replicas": N``, 1 by default): N keepers behind one set of tool names, each
+  supervised and restarted on its own. A request goes to the ready replica with the fewest requests
+  in flight; the server is ``ready`` while any replica is, and its tools stay registered until the
+  last ready one goes. An operator's ``restart`` restarts them one after another, each once the one
+  before is ready again, so the tools never go away.
+- ``Sessions`` (``"scope": "client"``): a worker per client identity, started on the client's first
+  request (which waits for it, within its own deadline), kept while the client uses it and reaped
+  after ``idleTimeout`` seconds without a request; at most ``maxSessions`` at once (past it,
+  ``OVERLOADED``). The tools are learnt once by a *lister* worker that starts with the server and
+  stops when it has listed them; they stay registered while the server is ``ready``. A session
+  that fails is not restarted (its client's next request starts a fresh one), but more than
+  ``maxRestarts`` failures within ``restartWindow`` make the server ``failed``, as restarts do.
+
+Requests for a session that is still starting are *held* here and sent when it is ready; the call
+table already has them (with their deadlines), so one that expires or is cancelled meanwhile is
+answered there and not sent at all, and all of them fail with the session's start-up error if it
+never becomes ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import trio
+
+from supervisor.config import ServerSpec, SupervisorSettings
+from supervisor.keeper import Keeper
+from supervisor.policy import RestartTracker
+from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerTool
+from supervisor.spawn import SpawnMode, WorkerProcess
+
+__all__ = ["PoolOwner", "Refusal", "Replicas", "Server", "Sessions", "new_server"]
+
+log = logging.getLogger("mcp_supervisor.keeper")
+
+ROLL_MARGIN: Final = 5.0  # seconds past a replica's startTimeout before a rolling restart moves on
+REAP_CHECK: Final = 1.0  # seconds between looks at idle sessions, at most
+_PRECEDENCE: Final[tuple[WorkerState, ...]] = (
+    "ready",
+    "starting",
+    "restarting",
+    "needs-login",
+    "failed",
+    "stopped",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a request cannot go to any of a server's workers now."""
+
+    code: ErrorCode
+    message: str
+
+
+class PoolOwner(Protocol):
+    """What a server needs of the supervisor that owns it."""
+
+    @property
+    def worker_endpoint(self) -> str: ...
+
+    async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess: ...
+
+    def attach(self, identity: bytes, keeper: Keeper) -> None:
+        """Messages from the worker with this routing id go to ``keeper`` from now on."""
+        ...
+
+    def worker_gone(self, identity: bytes, reason: str, code: ErrorCode) -> None:
+        """A worker incarnation ended: forget it, fail its requests in flight with ``code``."""
+        ...
+
+    def drop_tools(self, server: str) -> None:
+        """The server's tools leave the registry."""
+        ...
+
+    def register_tools(self, spec: ServerSpec, tools: list[WorkerTool]) -> int:
+        """Register the server's tools (all of them); the count registered."""
+        ...
+
+    def state_changed(self, server: Server, previous: WorkerState) -> None: ...
+
+    def tool_count(self, server: str) -> int: ...
+
+    def send_to_worker(self, identity: bytes, payload: bytes) -> bool: ...
+
+    async def caught_up(self) -> None: ...
+
+    def own_children(self) -> set[int]: ...
+
+    def in_flight(self, worker: bytes) -> int:
+        """Requests sent to that worker incarnation and not answered yet."""
+        ...
+
+    def pending(self, call: int) -> bool:
+        """The call is still waiting for its answer (not expired, cancelled or failed)."""
+        ...
+
+
+def new_server(spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> Server:
+    """The server a spec describes: per-client sessions, or replicas (one by default)."""
+    if spec.scope == "client":
+        return Sessions(spec, owner, settings)
+    return Replicas(spec, owner, settings)
+
+
+class Server:
+    """One configured server: its keepers' owner, and where its requests go."""
+
+    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.owner = owner
+        self.settings = settings
+        self._state: WorkerState = "stopped" if spec.disabled else "starting"
+        self._last_error: str | None = "disabled in config" if spec.disabled else None
+        self._held: dict[bytes, list[tuple[int, bytes]]] = {}  # requests waiting for a worker to start
+        self._changed = trio.Event()  # set (and replaced) whenever a worker's state changes
+        self._nursery: trio.Nursery | None = None
+        self._turn = 0  # where the next look for the least busy worker starts
+
+    # ------------------------------------------------------------ the whole
+
+    @property
+    def state(self) -> WorkerState:
+        return self._state
+
+    @property
+    def last_error(self) -> str | None:
+        return self._last_error
+
+    @property
+    def restarts(self) -> int:
+        return sum(keeper.tracker.restarts for keeper in self.keepers())
+
+    @property
+    def spawning(self) -> bool:
+        return any(keeper.spawning for keeper in self.keepers())
+
+    def worker_pids(self) -> set[int]:
+        return {keeper.worker_pid for keeper in self.keepers() if keeper.worker_pid is not None}
+
+    def keepers(self) -> Iterator[Keeper]:
+        """Every keeper with a worker, or about to have one."""
+        raise NotImplementedError
+
+    def _aggregate(self) -> WorkerState:
+        raise NotImplementedError
+
+    def _update(self) -> None:
+        """Recompute the server's state from its workers'; publish a change."""
+        state = self._aggregate()
+        previous, self._state = self._state, state
+        if state != previous:
+            self.owner.state_changed(self, previous)
+
+    async def _until_changed(self) -> None:
+        await self._changed.wait()
+
+    # ------------------------------------------------------------ requests
+
+    def route(self, client: str, avoid: Sequence[Keeper] = ()) -> Keeper | Refusal:
+        """The worker for a request of ``client``: a serving one, or a session still starting (hold the
+        request there); or why there is none. ``avoid``: workers found unreachable just now."""
+        raise NotImplementedError
+
+    def listing_target(self, client: str) -> Keeper | None:
+        """The serving worker that answers ``client``'s part of a listing of every server, if any."""
+        raise NotImplementedError
+
+    def hold(self, keeper: Keeper, call: int, payload: bytes) -> None:
+        """Send ``payload`` (the request ``call``) to ``keeper``'s worker once it is ready."""
+        self._held.setdefault(keeper.target, []).append((call, payload))
+
+    def _flush(self, keeper: Keeper) -> None:
+        assert keeper.identity is not None
+        for call, payload in self._held.pop(keeper.identity, ()):
+            if self.owner.pending(call):  # not expired or cancelled while the worker started
+                self.owner.send_to_worker(keeper.identity, payload)
+
+    def why_unavailable(self) -> str:
+        if self._state == "needs-login":  # its last error says why, and what to run
+            return f"server {self.name!r} {self._last_error or 'needs login'}"
+        why = f"server {self.name!r} is {self._state}"
+        if self._last_error:
+            why += f" (last error: {self._last_error})"
+        return why
+
+    def _least_busy(self, keepers: Sequence[Keeper], avoid: Sequence[Keeper] = ()) -> Keeper | None:
+        """The serving worker with the fewest requests in flight; ties taken in turn."""
+        best, load = None, math.inf
+        count = len(keepers)
+        self._turn = (self._turn + 1) % count if count else 0
+        for i in range(count):
+            keeper = keepers[(self._turn + i) % count]
+            if keeper.serving and keeper not in avoid:
+                assert keeper.identity is not None
+                busy = self.owner.in_flight(keeper.identity)
+                if busy < load:
+                    best, load = keeper, busy
+        return best
+
+    # ------------------------------------------------- the keepers' owner
+
+    @property
+    def worker_endpoint(self) -> str:
+        return self.owner.worker_endpoint
+
+    async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
+        return await self.owner.spawn(name, mode)
+
+    def attach(self, identity: bytes, keeper: Keeper) -> None:
+        self.owner.attach(identity, keeper)
+
+    def detach(self, keeper: Keeper, reason: str, code: ErrorCode) -> None:
+        if self._drops_tools(keeper):
+            self.owner.drop_tools(self.name)
+        if keeper.identity is not None:
+            self._held.pop(keeper.identity, None)  # the call table fails them with the rest
+            self.owner.worker_gone(keeper.identity, reason, code)
+
+    def _drops_tools(self, keeper: Keeper) -> bool:
+        """Whether ``keeper``'s worker ending takes the server's tools out of the registry."""
+        raise NotImplementedError
+
+    def state_changed(self, keeper: Keeper, previous: WorkerState) -> None:
+        if keeper.state == "ready" and keeper.identity is not None:
+            self._flush(keeper)
+        if keeper.last_error is not None and keeper.state != "ready":
+            self._last_error = keeper.last_error
+        self._update()
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
+        return self.owner.register_tools(self.spec, tools)
+
+    def tool_count(self, server: str) -> int:
+        return self.owner.tool_count(server)
+
+    def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
+        return self.owner.send_to_worker(identity, payload)
+
+    async def caught_up(self) -> None:
+        await self.owner.caught_up()
+
+    def own_children(self) -> set[int]:
+        return self.owner.own_children()
+
+    # ------------------------------------------------------------ operators
+
+    def request_restart(self, why: str = "restarted by an operator") -> bool:
+        raise NotImplementedError
+
+    def request_stop(self, why: str = "stopped by an operator") -> None:
+        raise NotImplementedError
+
+    def request_start(self) -> bool:
+        raise NotImplementedError
+
+    def reconfigure(self, spec: ServerSpec) -> None:
+        raise NotImplementedError
+
+    def use_settings(self, settings: SupervisorSettings) -> None:
+        self.settings = settings
+        for keeper in self.keepers():
+            keeper.use_settings(settings)
+
+    def status(self) -> ServerStatus:
+        raise NotImplementedError
+
+    async def run(self) -> None:
+        raise NotImplementedError
+
+
+class Replicas(Server):
+    """``replicas`` keepers (one by default) behind one set of tool names."""
+
+    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
+        super().__init__(spec, owner, settings)
+        many = spec.replicas > 1
+        self.members = [
+            Keeper(spec, self, settings, label=f"{spec.name}#{i}" if many else None)
+            for i in range(1, spec.replicas + 1)
+        ]
+        self._rolling: trio.CancelScope | None = None  # a rolling restart under way
+
+    def keepers(self) -> Iterator[Keeper]:
+        return iter(self.members)
+
+    @property
+    def last_error(self) -> str | None:
+        return self.members[0].last_error if len(self.members) == 1 else self._last_error
+
+    def _aggregate(self) -> WorkerState:
+        states = {keeper.state for keeper in self.members}
+        return next(state for state in _PRECEDENCE if state in states)
+
+    def route(self, client: str, avoid: Sequence[Keeper] = ()) -> Keeper | Refusal:
+        if len(self.members) == 1:  # the common case, on every call
+            only = self.members[0]
+            if only.serving and not avoid:
+                return only
+            return Refusal("UNAVAILABLE", self.why_unavailable())
+        keeper = self._least_busy(self.members, avoid)
+        return keeper if keeper is not None else Refusal("UNAVAILABLE", self.why_unavailable())
+
+    def listing_target(self, client: str) -> Keeper | None:
+        return self._least_busy(self.members)
+
+    def _drops_tools(self, keeper: Keeper) -> bool:
+        return not any(other.serving for other in self.members if other is not keeper)
+
+    def request_restart(self, why: str = "restarted by an operator") -> bool:
+        if len(self.members) == 1:
+            return self.members[0].request_restart(why)
+        if self._rolling is not None:
+            return False
+        assert self._nursery is not None, "the server is not running"
+        self._rolling = trio.CancelScope()
+        self._nursery.start_soon(self._roll, self._rolling, why)
+        return True
+
+    async def _roll(self, scope: trio.CancelScope, why: str) -> None:
+        """Restart the replicas one after another, each once the one before is up again (or has
+        had its start timeout), so that the tools never go away."""
+        try:
+            with scope:
+                for keeper in self.members:
+                    keeper.request_restart(why)
+                    with trio.move_on_after(keeper.policy.start_timeout + ROLL_MARGIN):
+                        while keeper.state in ("starting", "restarting"):
+                            await self._until_changed()
+        finally:
+            if self._rolling is scope:
+                self._rolling = None
+
+    def _stop_rolling(self) -> None:
+        if self._rolling is not None:
+            self._rolling.cancel()
+            self._rolling = None
+
+    def request_stop(self, why: str = "stopped by an operator") -> None:
+        self._stop_rolling()
+        for keeper in self.members:
+            keeper.request_stop(why)
+
+    def request_start(self) -> bool:
+        started = [keeper.request_start() for keeper in self.members]
+        return any(started)
+
+    def reconfigure(self, spec: ServerSpec) -> None:
+        """A reloaded spec with as many replicas (the crew replaces a server whose shape changed):
+        one replica restarts at once, several one after another."""
+        self.spec = spec
+        running = any(keeper.state != "stopped" for keeper in self.members)
+        if len(self.members) == 1 or spec.disabled or not running:
+            self._stop_rolling()
+            for keeper in self.members:
+                keeper.reconfigure(spec)
+            return
+        for keeper in self.members:
+            keeper.adopt(spec)
+        self._stop_rolling()
+        self.request_restart("restarted with its new config (reload)")
+
+    def status(self) -> ServerStatus:
+        if len(self.members) == 1:
+            return self.members[0].status()
+        first = self.members[0]
+        row = first.status()
+        workers = [keeper.worker_status(self._in_flight(keeper)) for keeper in self.members]
+        waits = [w.next_restart_in for w in workers if w.next_restart_in is not None]
+        return ServerStatus(
+            server=self.name,
+            state=self.state,
+            restarts=self.restarts,
+            tools=row.tools,
+            last_error=self.last_error,
+            transport=row.transport,
+            next_restart_in=min(waits) if waits else None,
+            token_expires_at=row.token_expires_at,
+            workers=workers,
+        )
+
+    def _in_flight(self, keeper: Keeper) -> int:
+        return 0 if keeper.identity is None else self.owner.in_flight(keeper.identity)
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for keeper in self.members:
+                nursery.start_soon(keeper.run, name=f"keeper {keeper.label}")
+
+
+@dataclass(eq=False, slots=True)
+class _Session:
+    client: str
+    keeper: Keeper
+    last_used: float
+
+
+class Sessions(Server):
+    """A worker per client (``scope: client``), started on its first request, reaped when idle."""
+
+    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
+        super().__init__(spec, owner, settings)
+        self.lister = Keeper(spec, self, settings)  # learns the tools, then stops
+        self.sessions: dict[str, _Session] = {}
+        self._ending: set[Keeper] = set()  # sessions stopped (reaped, restarted) and not gone yet
+        self._listed = False  # the lister has registered the tools
+        self._want_running = not spec.disabled
+        self._gave_up = False  # too many sessions failed: ``failed`` until an operator's start
+        self.tracker = RestartTracker(spec.policy)
+
+    def keepers(self) -> Iterator[Keeper]:
+        yield self.lister
+        for session in self.sessions.values():
+            yield session.keeper
+        yield from self._ending
+
+    @property
+    def restarts(self) -> int:
+        return self.lister.tracker.restarts + self.tracker.restarts
+
+    def _aggregate(self) -> WorkerState:
+        if not self._want_running:
+            return "stopped"
+        if self._gave_up:
+            return "failed"
+        if self._listed:
+            return "ready"
+        state = self.lister.state
+        return "starting" if state == "stopped" else state  # stopped: between its start and ours
+
+    # ------------------------------------------------------------ requests
+
+    def route(self, client: str, avoid: Sequence[Keeper] = ()) -> Keeper | Refusal:
+        if self._state != "ready":
+            return Refusal("UNAVAILABLE", self.why_unavailable())
+        now = trio.current_time()
+        session = self.sessions.get(client)
+        if session is not None and session.keeper.ending:  # its worker died: a fresh one
+            self._retire(session)
+            session = None
+        if session is None:
+            if len(self.sessions) >= self.spec.max_sessions:
+                why = (
+                    f"server {self.name!r} has {len(self.sessions)} client sessions (maxSessions); "
+                    f"one is reaped after {self.spec.idle_timeout:g} s without a request"
+                )
+                return Refusal("OVERLOADED", why)
+            session = self._open(client, now)
+        session.last_used = now
+        keeper = session.keeper
+        if keeper in avoid:  # found unreachable: it is ending, and its calls fail with it
+            return Refusal("UNAVAILABLE", f"server {keeper.label!r}: its worker is gone")
+        return keeper
+
+    def listing_target(self, client: str) -> Keeper | None:
+        session = self.sessions.get(client)
+        return session.keeper if session is not None and session.keeper.serving else None
+
+    def _open(self, client: str, now: float) -> _Session:
+        assert self._nursery is not None, "the server is not running"
+        keeper = Keeper(self.spec, self, self.settings, label=f"{self.name}@{client}", once=True)
+        session = self.sessions[client] = _Session(client, keeper, now)
+        log.info("server %r: starting a session for client %r", self.name, client)
+        self._nursery.start_soon(self._run_session, session, name=f"session {keeper.label}")
+        return session
+
+    async def _run_session(self, session: _Session) -> None:
+        keeper = session.keeper
+        try:
+            await keeper.run()
+        finally:
+            if self.sessions.get(session.client) is session:
+                del self.sessions[session.client]
+            self._ending.discard(keeper)
+        if keeper.outcome in ("abnormal", "needs-login") and self._want_running:
+            self._session_failed(keeper)
+
+    def _session_failed(self, keeper: Keeper) -> None:
+        self._last_error = keeper.last_error
+        if self.tracker.failed(trio.current_time()) is None and not self._gave_up:
+            log.error(
+                "server %r failed: more than %d sessions failed in %g s; last error: %s "
+                "(run 'mcp-supervisor restart %s' to try again)",
+                *(self.name, self.spec.policy.max_restarts, self.spec.policy.window, self._last_error),
+                self.name,
+            )
+            self._gave_up = True
+            self._end_sessions("the server failed")
+            self.owner.drop_tools(self.name)
+            self._update()
+
+    def _end_sessions(self, why: str) -> None:
+        for session in list(self.sessions.values()):
+            self._end(session, why)
+
+    def _end(self, session: _Session, why: str) -> None:
+        self._retire(session)
+        session.keeper.request_stop(why)
+
+    def _retire(self, session: _Session) -> None:
+        """Forget a session for its client (its worker goes on ending on its own)."""
+        del self.sessions[session.client]
+        self._ending.add(session.keeper)
+
+    async def _reap_idle(self) -> None:
+        """Stop every session that had no request in flight for ``idleTimeout`` seconds."""
+        while True:
+            now = trio.current_time()
+            idle = self.spec.idle_timeout
+            wake = now + min(REAP_CHECK, idle)
+            for session in list(self.sessions.values()):
+                keeper = session.keeper
+                if keeper.identity is not None and self.owner.in_flight(keeper.identity):
+                    session.last_used = now  # busy: idle time counts from its last request's end
+                elif now - session.last_used >= idle:
+                    client = session.client
+                    log.info("server %r: session of client %r idle for %g s: reaped", self.name, client, idle)
+                    self._end(session, f"its session was idle for {idle:g} s (reaped)")
+                else:
+                    wake = min(wake, session.last_used + idle)
+            await trio.sleep_until(wake)
+
+    # ------------------------------------------------- the keepers' owner
+
+    def _drops_tools(self, keeper: Keeper) -> bool:
+        return False  # the tools stay while the server is ready; a stop or a failure drops them
+
+    def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
+        count = self.owner.register_tools(self.spec, tools)
+        if keeper is self.lister:
+            self._listed = True
+        return count
+
+    def state_changed(self, keeper: Keeper, previous: WorkerState) -> None:
+        if keeper is self.lister and keeper.state == "ready":
+            keeper.request_stop("it listed the tools; each client gets a worker of its own")
+        elif keeper is self.lister and keeper.state in ("failed", "needs-login"):
+            self._last_error = keeper.last_error
+        super().state_changed(keeper, previous)
+
+    # ------------------------------------------------------------ operators
+
+    def request_restart(self, why: str = "restarted by an operator") -> bool:
+        """End every session and list the tools again (they stay registered meanwhile)."""
+        self._want_running, self._gave_up = True, False
+        self.tracker.reset()
+        self._end_sessions(why)
+        self.lister.request_restart(why)
+        self._update()
+        return True
+
+    def request_stop(self, why: str = "stopped by an operator") -> None:
+        self._want_running = False
+        self._listed = False
+        self._end_sessions(why)
+        self.lister.request_stop(why)
+        self.owner.drop_tools(self.name)
+        self._update()
+
+    def request_start(self) -> bool:
+        if self._want_running and self._state not in ("failed", "needs-login"):
+            return False
+        self._want_running, self._gave_up = True, False
+        self.tracker.reset()
+        self.lister.request_start()
+        self._update()
+        return True
+
+    def reconfigure(self, spec: ServerSpec) -> None:
+        """A reloaded spec: every session ends (its calls fail, naming the reload); the lister lists
+        again with it, or everything stops if it is now disabled."""
+        was_disabled = self.spec.disabled
+        self.spec = spec
+        self.tracker.policy = spec.policy
+        self.lister.adopt(spec)
+        if spec.disabled:
+            self.request_stop("disabled in the config (reload)")
+            self._last_error = "disabled in config"
+            self._update()
+        elif self._want_running or was_disabled:
+            self._last_error = None if was_disabled else self._last_error
+            self.request_restart("restarted with its new config (reload)")
+
+    def status(self) -> ServerStatus:
+        row = self.lister.status()
+        now = trio.current_time()
+        workers = [
+            session.keeper.worker_status(
+                self._in_flight(session.keeper), client=session.client, idle=now - session.last_used
+            )
+            for session in self.sessions.values()
+        ]
+        return ServerStatus(
+            server=self.name,
+            state=self.state,
+            restarts=self.restarts,
+            tools=row.tools,
+            last_error=self.last_error,
+            transport=row.transport,
+            next_restart_in=row.next_restart_in,
+            token_expires_at=row.token_expires_at,
+            scope="client",
+            workers=workers,
+        )
+
+    def _in_flight(self, keeper: Keeper) -> int:
+        return 0 if keeper.identity is None else self.owner.in_flight(keeper.identity)
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self.lister.run, name=f"keeper {self.name}")
+            nursery.start_soon(self._reap_idle, name=f"reaper {self.name}")
