@@ -15,6 +15,7 @@ callback raising).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 from collections.abc import Mapping
@@ -33,10 +34,21 @@ from supervisor.curve import HandshakeWatch
 from supervisor.dial import dial, no_answer, unreachable
 from supervisor.errors import SupervisorError
 from supervisor.events import AsyncEventWatch
-from supervisor.exchanges import REQUEST_TIMEOUT, Exchange, Requests, openai_tool
+from supervisor.exchanges import (
+    REQUEST_TIMEOUT,
+    Exchange,
+    Handler,
+    Requests,
+    answer_failed,
+    answer_with,
+    handlers,
+    openai_tool,
+    request_params,
+)
 from supervisor.keys import ClientKeys, Keys, client_keys
 from supervisor.paths import resolve_endpoint
 from supervisor.protocol import (
+    Answer,
     CallProgress,
     FrontReply,
     FrontRequest,
@@ -48,6 +60,7 @@ from supervisor.protocol import (
     ResourceInfo,
     ResourceResult,
     ResourceTemplateInfo,
+    ServerRequest,
     ServerStatus,
     ToolInfo,
     ToolList,
@@ -72,10 +85,16 @@ class AsyncSupervisorClient:
         request_timeout: float = REQUEST_TIMEOUT,
         keys: Keys = None,
         identity: str | None = None,
+        on_sampling: Handler | None = None,
+        on_elicitation: Handler | None = None,
     ) -> None:
         """``identity``: who this client is to ``scope: client`` servers (its own session on each); two
-        clients that name the same identity share those sessions. Default: unique to this client."""
-        self._requests = Requests(identity)  # first: a bad identity raises before anything is opened
+        clients that name the same identity share those sessions. Default: unique to this client.
+        ``on_sampling(params)``, ``on_elicitation(params)``: answer a server's sampling and elicitation
+        requests that arise in this client's own calls (see ``supervisor.exchanges.Handler``)."""
+        self._handlers = handlers(on_sampling, on_elicitation)
+        # first: a bad identity raises before anything is opened
+        self._requests = Requests(identity, self._handlers)
         self.endpoint = resolve_endpoint(endpoint)
         self.keys = client_keys(keys, self.endpoint)
         self.request_timeout = request_timeout
@@ -85,6 +104,7 @@ class AsyncSupervisorClient:
         self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
         self._open: AsyncExitStack | None = None  # what __aexit__ undoes
         self._reading: anyio.CancelScope | None = None
+        self._origin: AsyncSupervisorClient | None = None  # for ``as_client``: the client that reads
 
     async def __aenter__(self) -> Self:
         async with AsyncExitStack() as stack:
@@ -241,6 +261,10 @@ class AsyncSupervisorClient:
                 self._wake_reader_if_readable()
                 with anyio.move_on_after(wait):
                     async for reply in receive:
+                        if isinstance(reply, ServerRequest):
+                            sock.send(encode(await self._answer(reply)), zmq.NOBLOCK)
+                            self._wake_reader_if_readable()
+                            continue
                         if not isinstance(reply, CallProgress):
                             in_flight = False
                             return reply
@@ -248,11 +272,49 @@ class AsyncSupervisorClient:
                             notified := progress(reply.progress, reply.total, reply.message)
                         ):
                             await notified
+                while True:  # the wait is over: its answer may have come while a handler ran late
+                    try:
+                        reply = receive.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                        break
+                    if not isinstance(reply, CallProgress | ServerRequest):
+                        in_flight = False
+                        return reply
             finally:
                 del self._waiters[request.id]
                 if in_flight:  # cancelled, or given up on: the supervisor need not carry on with it
                     self._cancel(sock, request.id)
         raise no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
+
+    async def _answer(self, request: ServerRequest) -> Answer:
+        """Run the handler for a server's request of the call this task waits for (awaited if async)."""
+        handler = self._handlers.get(request.method)
+        if handler is None:
+            return answer_failed(request, f"this client has no handler for {request.method}")
+        try:
+            outcome = handler(request_params(request))
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+            return answer_with(request, outcome)
+        except Exception as exc:  # the handler's failure is the server's answer, not ours
+            return answer_failed(request, f"{type(exc).__name__}: {exc}")
+
+    def as_client(
+        self,
+        identity: str,
+        *,
+        on_sampling: Handler | None = None,
+        on_elicitation: Handler | None = None,
+    ) -> AsyncSupervisorClient:
+        """This client's connection used as another client: its own identity (its own sessions on
+        ``scope: client`` servers) and its own server-request handlers. For a process that serves many
+        agents over one connection (the MCP facade: one per host session). Use it while this client is
+        open; it is not entered or closed itself."""
+        twin = copy.copy(self)  # the same socket, waiters and reader
+        twin._origin, twin._open = self._origin or self, None
+        twin._handlers = handlers(on_sampling, on_elicitation)
+        twin._requests = self._requests.twin(identity, twin._handlers)
+        return twin
 
     def _cancel(self, sock: zmq.Socket[bytes], id: int) -> None:
         """Send ``Cancel`` for a request nobody waits for any more; best effort, and never blocks (it
@@ -275,8 +337,9 @@ class AsyncSupervisorClient:
     def _wake_reader_if_readable(self) -> None:
         # A send can consume the FD's edge while the reader waits on it.
         assert self._sock is not None
-        if self._reading is not None and readable(self._sock):
-            self._reading.cancel()
+        reader = self._origin or self  # the client whose task reads
+        if reader._reading is not None and readable(self._sock):
+            reader._reading.cancel()
 
     async def _read_replies(self) -> None:
         sock = self._sock

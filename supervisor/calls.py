@@ -33,6 +33,9 @@ import msgspec
 
 from supervisor.config import SupervisorSettings
 from supervisor.protocol import (
+    Answer,
+    Answered,
+    Ask,
     CallProgress,
     CallResult,
     ErrorCode,
@@ -42,6 +45,7 @@ from supervisor.protocol import (
     InvokeProgress,
     Listing,
     ServerFailure,
+    ServerRequest,
 )
 from supervisor.repeats import Repeats
 
@@ -217,6 +221,23 @@ class CallTable:
             return None
         reply = CallProgress(id=pending.id, progress=event.progress, total=event.total, message=event.message)
         return pending.caller, reply
+
+    def ask(self, event: Ask, worker: bytes) -> tuple[bytes, ServerRequest] | None:
+        """Where a worker's ``Ask`` goes: to the caller of that call while it is pending."""
+        pending = self._pending.get(event.call)
+        if pending is None or pending.worker != worker:
+            return None
+        request = ServerRequest(id=pending.id, ask=event.ask, method=event.method, params=event.params)
+        return pending.caller, request
+
+    def answered(self, caller: bytes, answer: Answer) -> tuple[bytes, Answered] | None:
+        """Where a caller's ``Answer`` goes: to the worker that has its call, while it is pending."""
+        client = self._clients.get(caller)
+        call = None if client is None else client.cancellable.get(answer.id)
+        if call is None:
+            return None
+        pending = self._pending[call]
+        return pending.worker, Answered(call=call, ask=answer.ask, result=answer.result, error=answer.error)
 
     def next_deadline(self) -> float:
         """The earliest deadline of a call that may still be pending (``inf`` when there is none)."""

@@ -40,6 +40,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import threading
 from collections.abc import Mapping
@@ -55,10 +56,21 @@ from supervisor.curve import HandshakeWatch
 from supervisor.dial import dial, no_answer, unreachable
 from supervisor.errors import SupervisorAuthenticationError, SupervisorError
 from supervisor.events import EventWatch
-from supervisor.exchanges import REQUEST_TIMEOUT, Exchange, Requests, openai_tool
+from supervisor.exchanges import (
+    REQUEST_TIMEOUT,
+    Exchange,
+    Handler,
+    Requests,
+    answer_failed,
+    answer_with,
+    handlers,
+    openai_tool,
+    request_params,
+)
 from supervisor.keys import ClientKeys, Keys, client_keys
 from supervisor.paths import resolve_endpoint
 from supervisor.protocol import (
+    Answer,
     CallProgress,
     FrontReply,
     FrontRequest,
@@ -70,6 +82,7 @@ from supervisor.protocol import (
     ResourceInfo,
     ResourceResult,
     ResourceTemplateInfo,
+    ServerRequest,
     ServerStatus,
     ToolInfo,
     ToolList,
@@ -112,10 +125,16 @@ class SupervisorClient:
         request_timeout: float = REQUEST_TIMEOUT,
         keys: Keys = None,
         identity: str | None = None,
+        on_sampling: Handler | None = None,
+        on_elicitation: Handler | None = None,
     ) -> None:
         """``identity``: who this client is to ``scope: client`` servers (its own session on each); two
-        clients that name the same identity share those sessions. Default: unique to this client."""
-        self._requests = Requests(identity)  # first: a bad identity raises before anything is opened
+        clients that name the same identity share those sessions. Default: unique to this client.
+        ``on_sampling(params)``, ``on_elicitation(params)``: answer a server's sampling and elicitation
+        requests that arise in this client's own calls (see ``supervisor.exchanges.Handler``)."""
+        self._handlers = handlers(on_sampling, on_elicitation)
+        # first: a bad identity raises before anything is opened
+        self._requests = Requests(identity, self._handlers)
         self.endpoint = resolve_endpoint(endpoint)
         self.keys = client_keys(keys, self.endpoint)
         self.request_timeout = request_timeout
@@ -263,6 +282,31 @@ class SupervisorClient:
 
     # ------------------------------------------------------------- transport
 
+    def as_client(
+        self,
+        identity: str,
+        *,
+        on_sampling: Handler | None = None,
+        on_elicitation: Handler | None = None,
+    ) -> SupervisorClient:
+        """This client's connections used as another client: its own identity (its own sessions on
+        ``scope: client`` servers) and its own server-request handlers, for a process that serves many
+        agents. Use it while this client is open; closing either closes both."""
+        twin = copy.copy(self)  # the same sockets (one per thread) and ids
+        twin._handlers = handlers(on_sampling, on_elicitation)
+        twin._requests = self._requests.twin(identity, twin._handlers)
+        return twin
+
+    def _answer(self, request: ServerRequest) -> Answer:
+        """Run the handler for a server's request of the call we wait for, in this thread."""
+        handler = self._handlers.get(request.method)
+        if handler is None:
+            return answer_failed(request, f"this client has no handler for {request.method}")
+        try:
+            return answer_with(request, handler(request_params(request)))
+        except Exception as exc:  # the handler's failure is the server's answer, not ours
+            return answer_failed(request, f"{type(exc).__name__}: {exc}")
+
     def _do(self, exchange: Exchange[_T]) -> _T:
         return exchange.parse(self._request(exchange.request, exchange.wait, exchange.progress))
 
@@ -302,12 +346,15 @@ class SupervisorClient:
         answered = False
         try:
             deadline = monotonic() + wait
-            while (remaining := deadline - monotonic()) > 0:
+            while True:
                 if self._closed:  # close() from another thread: its socket may be gone under our poll
                     raise SupervisorError("client is closed")
-                if not sock.poll(max(1, min(POLL_SLICE_MS, math.ceil(remaining * 1000)))):
+                remaining = deadline - monotonic()  # past it, one last look (a handler ran late)
+                if not sock.poll(max(0, min(POLL_SLICE_MS, math.ceil(remaining * 1000)))):
                     if watch is not None and (failure := watch.update()) is not None:
                         raise SupervisorAuthenticationError(failure)
+                    if remaining <= 0:
+                        break
                     continue
                 try:
                     reply: FrontReply = decode_front_reply(sock.recv())
@@ -316,6 +363,10 @@ class SupervisorClient:
                 if isinstance(reply, CallProgress):
                     if progress is not None and reply.id == request.id:
                         progress(reply.progress, reply.total, reply.message)
+                    continue
+                if isinstance(reply, ServerRequest):
+                    if reply.id == request.id:
+                        sock.send(encode(self._answer(reply)))
                     continue
                 if reply.id == request.id:
                     answered = True

@@ -42,6 +42,7 @@ from supervisor.keys import ServerKeys
 from supervisor.paths import default_events_endpoint, ipc_path
 from supervisor.pool import Server
 from supervisor.protocol import (
+    Answer,
     CallTool,
     Cancel,
     Done,
@@ -330,6 +331,8 @@ class Supervisor:
                 self._router.get_prompt(caller, request)
             case Reload(id=id):
                 self.reload_nowait(caller, id)
+            case Answer():  # no reply of its own: its worker gets it, if the call is still in flight
+                self._router.answer(caller, request)
             case Cancel():  # no reply of its own: the cancelled request is answered CANCELLED
                 self._router.cancel(caller, request)
                 self._check_idle()

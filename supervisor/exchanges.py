@@ -18,7 +18,7 @@ import logging
 import math
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
@@ -27,6 +27,7 @@ import msgspec
 from supervisor.errors import SupervisorError, ToolExecutionError, error_for
 from supervisor.protocol import (
     MAX_IDENTITY,
+    Answer,
     CallResult,
     CallTool,
     Cancel,
@@ -54,6 +55,7 @@ from supervisor.protocol import (
     ResourceResult,
     ResourceTemplateInfo,
     Restart,
+    ServerRequest,
     ServerStatus,
     Start,
     StatusReply,
@@ -61,15 +63,23 @@ from supervisor.protocol import (
     ToolInfo,
     ToolList,
     ToolResult,
+    total_decoder,
 )
 
 __all__ = [
+    "ELICITATION",
     "REQUEST_TIMEOUT",
+    "SAMPLING",
     "Exchange",
+    "Handler",
     "Requests",
+    "answer_failed",
+    "answer_with",
     "check_identity",
     "default_identity",
+    "handlers",
     "openai_tool",
+    "request_params",
 ]
 
 log = logging.getLogger("mcp_supervisor.client")
@@ -92,6 +102,7 @@ _decode_templates = msgspec.msgpack.Decoder(list[ResourceTemplateInfo]).decode
 _decode_prompts = msgspec.msgpack.Decoder(list[PromptInfo]).decode
 _decode_resource = msgspec.msgpack.Decoder(ResourceResult).decode
 _decode_prompt = msgspec.msgpack.Decoder(PromptResult).decode
+_decode_params = total_decoder(msgspec.msgpack.Decoder().decode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +136,70 @@ def check_identity(identity: str) -> str:
     return identity
 
 
+Handler = Callable[[dict[str, Any]], Any]
+"""A server request's handler: ``fn(params)`` with the MCP request's params in their JSON shape,
+returning the MCP result in its JSON shape (a dict; for sampling also a plain ``str``, the model's
+text). For ``AsyncSupervisorClient`` it may be a coroutine function."""
+
+SAMPLING: Final = "sampling/createMessage"
+ELICITATION: Final = "elicitation/create"
+
+
+def handlers(on_sampling: Handler | None, on_elicitation: Handler | None) -> dict[str, Handler]:
+    """A client's server-request handlers by method (the requests it answers itself)."""
+    found = {SAMPLING: on_sampling, ELICITATION: on_elicitation}
+    return {method: handler for method, handler in found.items() if handler is not None}
+
+
+def request_params(request: ServerRequest) -> dict[str, Any]:
+    """A server request's params; ``SupervisorError`` when they are not a map (a broken peer)."""
+    try:
+        params = _decode_params(request.params)
+    except msgspec.DecodeError as exc:
+        raise SupervisorError(f"undecodable params of a server request: {exc}") from None
+    if not isinstance(params, dict):
+        raise SupervisorError("the params of a server request are not a map")
+    return params
+
+
+def answer_with(request: ServerRequest, outcome: object) -> Answer:
+    """The ``Answer`` carrying what a handler returned (a ``str`` for sampling: the model's text)."""
+    if isinstance(outcome, str) and request.method == SAMPLING:
+        text = {"type": "text", "text": outcome}
+        outcome = {"role": "assistant", "content": text, "model": "caller"}
+    if not isinstance(outcome, dict):
+        kind = type(outcome).__name__
+        return answer_failed(request, f"the {request.method} handler returned {kind}, not a dict")
+    try:
+        result = msgspec.Raw(_encode_arguments(outcome))
+    except (TypeError, OverflowError) as exc:
+        return answer_failed(request, f"the {request.method} handler's result is not JSON: {exc}")
+    return Answer(id=request.id, ask=request.ask, result=result)
+
+
+def answer_failed(request: ServerRequest, why: str) -> Answer:
+    return Answer(id=request.id, ask=request.ask, error=why[:1000])
+
+
 class Requests:
     """Builds each request with a fresh id (one counter per client), on behalf of ``identity`` (the
-    client's session on ``scope: client`` servers)."""
+    client's session on ``scope: client`` servers); tool calls say which server requests the client
+    answers itself (``answers``: ``SAMPLING``, ``ELICITATION``)."""
 
-    def __init__(self, identity: str | None = None) -> None:
-        self._ids = itertools.count(1)
+    def __init__(
+        self,
+        identity: str | None = None,
+        answers: Iterable[str] = (),
+        ids: Iterator[int] | None = None,
+    ) -> None:
+        """``ids``: a counter shared with the client's other ``Requests`` (one connection, one id space)."""
+        self._ids = itertools.count(1) if ids is None else ids
         self.identity = default_identity() if identity is None else check_identity(identity)
+        self.answers = sorted(answers)
+
+    def twin(self, identity: str, answers: Iterable[str]) -> Requests:
+        """Requests for another identity over the same connection (the same ids)."""
+        return Requests(identity, answers, self._ids)
 
     def tool_list(self) -> Exchange[ToolList]:
         return Exchange(ListTools(id=next(self._ids)), _expecting(ToolList))
@@ -165,6 +233,7 @@ class Requests:
             timeout=_check_timeout(timeout),
             progress=progress is not None,
             client=self.identity,
+            answers=self.answers,
         )
         return Exchange(
             request, lambda reply: _result(reply, name, raise_on_error), _call_wait(timeout), progress

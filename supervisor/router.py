@@ -36,6 +36,7 @@ from supervisor.pool import Refusal, Server
 from supervisor.protocol import (
     MAX_IDENTITY,
     Abort,
+    Answer,
     CallTool,
     Cancel,
     ErrorCode,
@@ -115,7 +116,13 @@ class Router:
             return
         call = self._calls.new_call()
         invoke = Invoke(
-            call=call, tool=route.tool, arguments=request.arguments, budget=budget, progress=request.progress
+            call=call,
+            tool=route.tool,
+            arguments=request.arguments,
+            budget=budget,
+            progress=request.progress,
+            client=client,
+            answers=request.answers,
         )
         pending = Pending(caller, request.id, b"", server.name, route.tool, progress=request.progress)
         self._dispatch(server, client, call, encode(invoke), pending, budget)
@@ -181,6 +188,16 @@ class Router:
                 prefixed=request.server is None,
                 arguments=request.arguments,
             )
+
+    def answer(self, caller: bytes, request: Answer) -> None:
+        """``caller`` answers its server's request of its own call in flight: to that call's worker.
+        Nothing (no reply) for a call not in flight."""
+        answered = self._calls.answered(caller, request)
+        if answered is None:
+            log.debug("client %s: Answer for request %d, not in flight: dropped", peer(caller), request.id)
+            return
+        with contextlib.suppress(Unroutable):  # that incarnation is gone: the call fails with it
+            self._send(answered[0], encode(answered[1]))
 
     def cancel(self, caller: bytes, request: Cancel) -> None:
         """``caller`` cancels its own request ``request.id``: answered ``CANCELLED`` by the call table,
@@ -268,6 +285,7 @@ class Router:
         what = f"{method} {target}".rstrip()
         pending = Pending(caller, id, b"", server.name, method, what, gather)
         fetch = Fetch(call=call, method=method, budget=budget, target=target, prefixed=prefixed)
+        fetch.client = client
         if arguments is not None:
             fetch.arguments = arguments
         self._dispatch(server, client, call, encode(fetch), pending, budget, to)

@@ -23,6 +23,7 @@ from supervisor._zmq import TrioSocket, Unroutable
 from supervisor.calls import CallTable
 from supervisor.keeper import Keeper
 from supervisor.protocol import (
+    Ask,
     ErrorCode,
     FrontReply,
     Heartbeat,
@@ -127,6 +128,10 @@ class WorkerLink:
                 relay = self._calls.progress(event, worker)
                 if relay is not None:
                     self._reply(*relay)
+            case Ask():
+                asked = self._calls.ask(event, worker)
+                if asked is not None:
+                    self._reply(*asked)
             case Started(server_pid=pid):
                 keeper.started(pid)
             case Ready():

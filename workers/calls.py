@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import httpx2
@@ -49,6 +48,7 @@ from pydantic import ValidationError
 
 from supervisor.protocol import (
     Abort,
+    Answered,
     ErrorCode,
     Fetch,
     Invoke,
@@ -60,6 +60,7 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.schemas import validator
+from workers.asking import CURRENT_CALL, Asking, Running
 from workers.catalog import Catalog, CatalogError
 from workers.link import Link
 from workers.progress import ProgressRelay
@@ -75,15 +76,6 @@ STATE_ONLY_RETRY: Final = 0.05  # seconds before retrying a call the server answ
 
 Validators = dict[str, jsonschema.protocols.Validator | None]
 _C = TypeVar("_C", Invoke, Fetch)
-
-
-@dataclass(slots=True, eq=False)
-class _Running:
-    """A call being served: its id, its scope (the budget's deadline), and whether it was aborted."""
-
-    call: int
-    scope: trio.CancelScope
-    aborted: bool = False  # its caller cancelled it: nothing more is sent for it
 
 
 class Calls:
@@ -110,7 +102,8 @@ class Calls:
         self._client: Client | None = None  # once the session is ready
         self._validators: Validators = {}  # of arguments
         self._output_validators: Validators = {}  # of results
-        self._running: dict[int, _Running] = {}  # calls and fetches being served, by call id
+        self._running: dict[int, Running] = {}  # calls and fetches being served, by call id
+        self.asking = Asking(link.send, self._running)  # server requests its callers answer
 
     @property
     def running(self) -> int:
@@ -133,15 +126,16 @@ class Calls:
     def fetch(self, command: Fetch) -> None:
         self._start(self._serve_fetch, command)
 
-    def _start(self, serve: Callable[[Client, _C, _Running], Awaitable[None]], command: _C) -> None:
+    def _start(self, serve: Callable[[Client, _C, Running], Awaitable[None]], command: _C) -> None:
         """Serve ``command`` in a task of its own, tracked by its call id while it runs."""
         client = self._client
         if client is None:
             self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
             return
-        running = self._track(command.call, command.budget)
+        running = self._track(command)
 
         async def run() -> None:
+            CURRENT_CALL.set(running)  # this task's: a server request made in it is this call's
             try:
                 if not running.aborted:  # an Abort that came before this task started: nothing to do
                     await serve(client, command, running)
@@ -159,25 +153,34 @@ class Calls:
             return
         log.debug("call %d aborted: its caller cancelled it", command.call)
         running.aborted = True
+        running.end()
         running.scope.cancel()
 
-    def _track(self, call: int, budget: float) -> _Running:
+    def _track(self, command: Invoke | Fetch) -> Running:
         """A call about to run: its scope, with its budget's deadline, kept by call id until it ends
         (registered now, before its task starts, so an Abort that follows at once finds it)."""
-        running = _Running(call, trio.CancelScope(deadline=trio.current_time() + budget))
-        self._running[call] = running
+        running = Running(command.call, trio.CancelScope(deadline=trio.current_time() + command.budget))
+        running.client = command.client
+        if isinstance(command, Invoke):
+            running.answers = frozenset(command.answers)
+        self._running[command.call] = running
         return running
 
-    def _untrack(self, running: _Running) -> None:
+    def _untrack(self, running: Running) -> None:
+        running.end()
         if self._running.get(running.call) is running:
             del self._running[running.call]
 
-    def _fail(self, running: _Running, code: ErrorCode, message: str) -> None:
+    def answered(self, command: Answered) -> None:
+        """The caller's answer to a server request of one of its calls."""
+        self.asking.answered(command)
+
+    def _fail(self, running: Running, code: ErrorCode, message: str) -> None:
         """Answer a call with an error, unless its caller cancelled it (then nothing is sent)."""
         if not running.aborted:
             self._link.fail(running.call, code, message)
 
-    async def _serve_call(self, client: Client, invoke: Invoke, running: _Running) -> None:
+    async def _serve_call(self, client: Client, invoke: Invoke, running: Running) -> None:
         try:
             arguments = decode_arguments(invoke.arguments)
         except InvalidArguments as exc:
@@ -266,7 +269,7 @@ class Calls:
             return None
         return error
 
-    async def _serve_fetch(self, client: Client, fetch: Fetch, running: _Running) -> None:
+    async def _serve_fetch(self, client: Client, fetch: Fetch, running: Running) -> None:
         """A resources or prompts request, under its budget and with the error codes of a tool call."""
         what = f"{fetch.method} {fetch.target}".rstrip()
         log.debug("fetch %s", what)
@@ -280,7 +283,7 @@ class Calls:
 
     async def _answer(
         self,
-        running: _Running,
+        running: Running,
         what: str,
         during: str,
         budget: float,
@@ -323,7 +326,7 @@ class Calls:
         if not running.aborted:
             self._link.send(InvokeResult(call=running.call, result=msgspec.Raw(result)))
 
-    def _progress_relay(self, running: _Running) -> ProgressRelay:
+    def _progress_relay(self, running: Running) -> ProgressRelay:
         """The server's progress for a call, relayed as ``InvokeProgress`` (coalesced), all before
         the call's own answer (and none once it is aborted)."""
         link, call = self._link, running.call

@@ -23,6 +23,7 @@ from supervisor.boot import WorkerBoot
 from supervisor.protocol import (
     HEARTBEAT,
     Abort,
+    Answered,
     ErrorCode,
     Fetch,
     Heartbeat,
@@ -45,6 +46,7 @@ class Commands(Protocol):
     def invoke(self, command: Invoke) -> None: ...
     def fetch(self, command: Fetch) -> None: ...
     def abort(self, command: Abort) -> None: ...
+    def answered(self, command: Answered) -> None: ...
 
 
 class Link:
@@ -83,6 +85,8 @@ class Link:
                         commands.fetch(command)
                     case Abort():
                         commands.abort(command)
+                    case Answered():
+                        commands.answered(command)
                     case Heartbeat():
                         self._socket.send_nowait([HEARTBEAT])
                     case _:

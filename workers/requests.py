@@ -1,5 +1,9 @@
 """What a server may ask of its client, and what a worker answers (there is no user at a worker).
 
+A caller that answers sampling or elicitation requests itself (its stub's handlers; ``Invoke.answers``)
+answers those that arise in its own call (``workers.asking`` tells whose call asked); the rest are
+answered by the config:
+
 - ``roots/list``: the server's ``roots`` from the config. Without any, roots are
   not offered, and the SDK answers the request with an error.
 - ``elicitation/create``: declined, with a warning naming the server's message.
@@ -7,7 +11,8 @@
   its schema gives, when every required field has one (else it is declined).
   A URL-mode elicitation (open this page) is always declined.
 - ``sampling/createMessage``: not offered, so the SDK refuses it ("Sampling not
-  supported"), unless the server has a ``sampling`` program. That program gets
+  supported"), unless the server has a ``sampling`` program or ``"sampling": "caller"`` (refused
+  when no caller answers it). That program gets
   the request's params as JSON on stdin and must print a ``CreateMessageResult``
   as JSON on stdout within its ``timeout``; anything else is refused with an
   error naming what went wrong.
@@ -19,8 +24,9 @@ import logging
 import os
 import signal
 import subprocess
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import trio
 from mcp.client.session import ClientRequestContext
@@ -36,9 +42,10 @@ from mcp_types import (
     ListRootsResult,
     Root,
 )
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from supervisor.config_model import SamplingHook, ServerSpec
+from workers.asking import CallerAnswer
 
 __all__ = ["ServerRequests", "fill_defaults"]
 
@@ -75,13 +82,15 @@ class ServerRequests:
         self.spec = spec
         self.pids: set[int] = set()  # running sampling programs (trio reaps them itself)
         self._spawning = 0
+        # The calling client's answer, if one of the calls in flight is its and it answers such requests.
+        self.ask_caller: Callable[[str, dict[str, Any]], Awaitable[CallerAnswer | None]] = _nobody
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments for ``mcp.Client``: a callback offers the capability to the server."""
         options: dict[str, Any] = {"elicitation_callback": self.elicit}
         if self.spec.roots:
             options["list_roots_callback"] = self.list_roots
-        if self.spec.sampling is not None:
+        if self.spec.sampling is not None or self.spec.sampling_caller:
             options["sampling_callback"] = self.sample
         return options
 
@@ -93,7 +102,14 @@ class ServerRequests:
         roots = [Root.model_validate({"uri": root.uri, "name": root.name}) for root in self.spec.roots]
         return ListRootsResult(roots=roots)
 
-    async def elicit(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+    async def elicit(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        asked = await self.ask_caller("elicitation/create", _json(params))
+        if asked is not None:
+            answer = _from_caller(asked, ElicitResult, "elicitation", params.message)
+            assert not isinstance(answer, CreateMessageResultWithTools)
+            return answer
         if not isinstance(params, ElicitRequestFormParams):
             log.warning("server asked for a URL to be opened (%s): declined", _shown(params.message))
             return ElicitResult(action="decline")
@@ -122,8 +138,15 @@ class ServerRequests:
     async def sample(
         self, context: ClientRequestContext, params: CreateMessageRequestParams
     ) -> CreateMessageResult | CreateMessageResultWithTools | ErrorData:
+        asked = await self.ask_caller("sampling/createMessage", _json(params))
+        if asked is not None:
+            return _from_caller(asked, CreateMessageResult, "sampling", None)
         hook = self.spec.sampling
-        assert hook is not None, "sampling is only offered with a sampling program"
+        if hook is None:  # "sampling": "caller", and no caller of a call in flight answers
+            return self._refuse(
+                "no caller answers it: the calls in flight were made without a sampling handler, "
+                "or by several clients"
+            )
         request = params.model_dump_json(by_alias=True, exclude_none=True).encode()
         try:
             with trio.fail_after(hook.timeout):
@@ -186,6 +209,43 @@ class ServerRequests:
                     await process.wait()
             self.pids.discard(process.pid)
         return Ran(returncode, bytes(stdout), bytes(stderr))
+
+
+async def _nobody(method: str, params: dict[str, Any]) -> CallerAnswer | None:
+    return None
+
+
+def _json(params: BaseModel) -> dict[str, Any]:
+    dumped: dict[str, Any] = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+_Result = TypeVar("_Result", ElicitResult, CreateMessageResult)
+
+
+def _from_caller(
+    asked: CallerAnswer, kind: type[_Result], what: str, message: str | None
+) -> _Result | CreateMessageResultWithTools | ErrorData:
+    """The caller's answer as the SDK's result, or an error saying why there is none."""
+    about = f" ({_shown(message)})" if message is not None else ""
+    if asked.result is None:
+        log.warning("%s request%s: %s", what, about, asked.error)
+        return ErrorData(code=INTERNAL_ERROR, message=asked.error or "no answer")
+    try:
+        result: _Result | CreateMessageResultWithTools = kind.model_validate(asked.result)
+    except ValidationError as exc:
+        if kind is CreateMessageResult:
+            with suppress(ValidationError):
+                result = CreateMessageResultWithTools.model_validate(asked.result)
+                log.info("%s request%s answered by the caller", what, about)
+                return result
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "result"
+        why = f"the caller's answer is no {kind.__name__} ({where}: {problem['msg']})"
+        log.warning("%s request%s: %s", what, about, why)
+        return ErrorData(code=INTERNAL_ERROR, message=why)
+    log.info("%s request%s answered by the caller", what, about)
+    return result
 
 
 class Ran(NamedTuple):

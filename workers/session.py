@@ -93,6 +93,7 @@ class Worker:
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             calls = Calls(self.link, nursery, self.server, self.catalog, self._connection_closed)
+            self.requests.ask_caller = calls.asking.ask  # a caller's own handlers answer first
             nursery.start_soon(self._watch_lifeline)
             if self.server is not None:
                 nursery.start_soon(self._watch_server, self.server)

@@ -41,7 +41,9 @@ from supervisor.protocol.events import (
     decode_event,
 )
 from supervisor.protocol.front import (
+    ASKABLE,
     MAX_IDENTITY,
+    Answer,
     CallProgress,
     CallResult,
     CallTool,
@@ -62,6 +64,7 @@ from supervisor.protocol.front import (
     Reload,
     Reloaded,
     Restart,
+    ServerRequest,
     Start,
     StatusReply,
     Stop,
@@ -72,6 +75,8 @@ from supervisor.protocol.front import (
 from supervisor.protocol.link import (
     HEARTBEAT,
     Abort,
+    Answered,
+    Ask,
     Fetch,
     FetchMethod,
     Heartbeat,
@@ -106,11 +111,15 @@ from supervisor.protocol.payloads import (
 )
 
 __all__ = [
+    "ASKABLE",
     "ERROR_CODES",
     "EVENT_TOPICS",
     "HEARTBEAT",
     "MAX_IDENTITY",
     "Abort",
+    "Answer",
+    "Answered",
+    "Ask",
     "CallProgress",
     "CallResult",
     "CallTool",
@@ -153,6 +162,7 @@ __all__ = [
     "ResourceTemplateInfo",
     "Restart",
     "ServerFailure",
+    "ServerRequest",
     "ServerStatus",
     "Start",
     "Started",

@@ -17,6 +17,9 @@ import msgspec
 from supervisor.protocol.codec import _Message, total_decoder
 from supervisor.protocol.payloads import FrontStats, ReloadSummary, ServerFailure, ServerStatus, ToolInfo
 
+ASKABLE: Final = ("sampling/createMessage", "elicitation/create")
+"""The server requests a caller may answer itself (``CallTool.answers``)."""
+
 MAX_IDENTITY: Final = 128
 """Characters of a client identity (``client``), all printable; a longer one is ``BAD_REQUEST``."""
 
@@ -38,6 +41,9 @@ class CallTool(_Message):
     timeout: float | None = None
     progress: bool = False
     client: str = ""  # the caller's identity (its session on a ``scope: client`` server); "": its connection
+    # Requests of the server the caller answers itself, during this call (``ASKABLE``): each reaches it
+    # as a ``ServerRequest`` reply, which it answers with ``Answer``. Others are answered by the config.
+    answers: list[str] = []
 
 
 class GetStatus(_Message):
@@ -132,6 +138,20 @@ class Cancel(_Message):
     id: int
 
 
+class Answer(_Message):
+    """The caller's answer to a ``ServerRequest`` (``ask``) of its call ``id``; no reply of its own.
+
+    ``result`` is the MCP result as a msgpack map in its JSON shape (a ``CreateMessageResult``, an
+    ``ElicitResult``); or ``error`` says why there is none. An answer for a call no longer in flight,
+    or an ``ask`` its worker no longer waits for, is dropped.
+    """
+
+    id: int
+    ask: int
+    result: msgspec.Raw = msgspec.Raw(b"\xc0")  # msgpack nil
+    error: str = ""
+
+
 FrontRequest = (
     ListTools
     | CallTool
@@ -147,6 +167,7 @@ FrontRequest = (
     | GetPrompt
     | Reload
     | Cancel
+    | Answer
 )
 
 
@@ -210,7 +231,29 @@ class CallProgress(_Message):
     message: str | None = None
 
 
-FrontReply = ToolList | CallResult | StatusReply | Done | ErrorReply | Listing | Reloaded | CallProgress
+class ServerRequest(_Message):
+    """Not a terminal reply: the server asks something (``method``, one of ``ASKABLE``) during the call
+    ``id``, whose caller said it answers such requests; ``params`` are the MCP request's params as a
+    msgpack map in their JSON shape. The caller answers with ``Answer`` (same ``id`` and ``ask``) within
+    the call's deadline."""
+
+    id: int
+    ask: int
+    method: str
+    params: msgspec.Raw
+
+
+FrontReply = (
+    ToolList
+    | CallResult
+    | StatusReply
+    | Done
+    | ErrorReply
+    | Listing
+    | Reloaded
+    | CallProgress
+    | ServerRequest
+)
 
 _front_request = msgspec.msgpack.Decoder(FrontRequest)
 _front_reply = msgspec.msgpack.Decoder(FrontReply)

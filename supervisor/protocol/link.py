@@ -25,6 +25,8 @@ class Invoke(_Message):
     arguments: msgspec.Raw
     budget: float
     progress: bool = False
+    client: str = ""  # whose call it is (server requests go to a caller only when one client is busy)
+    answers: list[str] = []  # server requests its caller answers (``Ask``), as in ``CallTool``
 
 
 class Heartbeat(_Message):
@@ -50,6 +52,7 @@ class Fetch(_Message):
     target: str = ""
     prefixed: bool = False
     arguments: msgspec.Raw = msgspec.Raw(b"\x80")  # msgpack {}: the prompt's arguments
+    client: str = ""
 
 
 class Abort(_Message):
@@ -60,7 +63,16 @@ class Abort(_Message):
     call: int
 
 
-WorkerCommand = Invoke | Heartbeat | Fetch | Abort
+class Answered(_Message):
+    """Supervisor -> worker: the caller's answer to the worker's ``Ask`` (as ``Answer`` carries it)."""
+
+    call: int
+    ask: int
+    result: msgspec.Raw = msgspec.Raw(b"\xc0")  # msgpack nil
+    error: str = ""
+
+
+WorkerCommand = Invoke | Heartbeat | Fetch | Abort | Answered
 
 
 class Ready(_Message):
@@ -104,7 +116,17 @@ class InvokeProgress(_Message):
     message: str | None = None
 
 
-WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | InvokeProgress | Heartbeat | ToolsChanged
+class Ask(_Message):
+    """Worker -> supervisor: the server asks ``method`` (of ``ASKABLE``) during ``call``, whose caller
+    answers such requests; relayed to it as ``ServerRequest``, answered with ``Answered``."""
+
+    call: int
+    ask: int
+    method: str
+    params: msgspec.Raw
+
+
+WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | InvokeProgress | Heartbeat | ToolsChanged | Ask
 
 _worker_command = msgspec.msgpack.Decoder(WorkerCommand)
 _worker_event = msgspec.msgpack.Decoder(WorkerEvent)
