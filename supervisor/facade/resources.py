@@ -30,6 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from supervisor.errors import SupervisorError
+from supervisor.facade.callers import Hosts
 from supervisor.facade.upstream import SupervisorGone, Upstream
 from supervisor.facade.views import View
 from supervisor.protocol import PromptInfo, ResourceInfo, ResourceTemplateInfo
@@ -120,9 +121,11 @@ def _omit_none(entry: dict[str, Any]) -> dict[str, Any]:
 class Catalog:
     """The facade's resources and prompts handlers, and the URI and prompt-name -> server maps they need."""
 
-    def __init__(self, view: View, upstream: Callable[[], Upstream]) -> None:
+    def __init__(self, view: View, upstream: Callable[[], Upstream], hosts: Hosts) -> None:
+        """``hosts``: reads and prompts go as the host session's own client (listings are shared)."""
         self._view = view
         self._upstream = upstream
+        self._hosts = hosts
         self._uris: dict[str, str] | None = None  # URI -> server, as last listed
         self._templates: list[tuple[re.Pattern[str], str]] | None = None  # pattern -> server
         self._prompts: dict[str, str] | None = None  # prefixed name -> server
@@ -246,7 +249,7 @@ class Catalog:
             raise MCPError(
                 types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
             )
-        result = await self._fetch(lambda client: client.read_resource(server, uri))
+        result = await self._fetch(ctx, lambda client: client.read_resource(server, uri))
         return _checked(ctx, "resources/read", {"contents": result.contents}, server)
 
     async def get_prompt(
@@ -260,16 +263,16 @@ class Catalog:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}")
         server = self._prompts[name]
         arguments = {key: str(value) for key, value in (params.arguments or {}).items()}
-        result = await self._fetch(lambda client: client.get_prompt(name, arguments))
+        result = await self._fetch(ctx, lambda client: client.get_prompt(name, arguments))
         wire = _omit_none({"description": result.description, "messages": result.messages})
         return _checked(ctx, "prompts/get", wire, server)
 
-    async def _fetch(self, request: Callable[[Any], Any]) -> Any:
+    async def _fetch(self, ctx: ServerRequestContext[Any, Any], request: Callable[[Any], Any]) -> Any:
         upstream = self._upstream()
         await upstream.wait_first(FIRST_WAIT)
         try:
             async with upstream.calling() as client:
-                return await request(client)
+                return await request(self._hosts.client(ctx, client))
         except SupervisorGone as exc:
             raise MCPError(types.INTERNAL_ERROR, f"UNAVAILABLE: {exc}") from exc
         except SupervisorError as exc:

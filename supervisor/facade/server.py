@@ -46,6 +46,7 @@ from pydantic import ValidationError
 
 from supervisor import __version__
 from supervisor.errors import SupervisorError
+from supervisor.facade.callers import Hosts
 from supervisor.facade.resources import Catalog, complete, listable, refusal
 from supervisor.facade.upstream import Change, SupervisorGone, Upstream
 from supervisor.facade.views import SearchIndex, View
@@ -113,13 +114,14 @@ class Facade:
         self.upstream: Upstream | None = None  # set by whoever runs the facade, before serving
         self._bus = InMemorySubscriptionBus()
         self._heard: dict[int, ServerSession] = {}  # handshake-era connections, by first request's session
+        self._hosts = Hosts()  # each host connection a client of its own, answering its server's requests
         self._generation = 0  # grows with every change of the tools
         self._untold = Change()  # changes noted and not told to hosts yet
         self._wake = anyio.Event()  # set when there are
         self._listing: tuple[int, str, list[dict[str, Any]]] | None = None  # (generation, version, tools)
         self._warned: set[str] = set()  # tools left out of a listing that were warned about
         self._index: tuple[int, SearchIndex] | None = None
-        self._catalog = Catalog(options.view, self._client)
+        self._catalog = Catalog(options.view, self._client, self._hosts)
         self.server: Server[Any] = _FacadeServer(
             "mcp-supervisor",
             version=__version__,
@@ -252,7 +254,8 @@ class Facade:
         progress = _progress_to(ctx) if _wants_progress(ctx.params) else None
         try:
             async with upstream.calling() as client:
-                result = await client.call_tool(
+                host = self._hosts.client(ctx, client)
+                result = await host.call_tool(
                     name, arguments, self.options.timeout, raise_on_error=False, progress=progress
                 )
         except SupervisorGone as exc:
