@@ -23,6 +23,7 @@ from supervisor.errors import BadRequestError, SupervisorError
 from supervisor.events import EventWatch
 from supervisor.protocol import CallResult, CallTool, ErrorReply, RegistryChanged, ServerStatus, ToolResult
 from tests.e2e.harness import SupervisorProcess, alive, poll, raw_call, raw_client
+from tests.e2e.test_cli import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -91,6 +92,16 @@ def test_replicas_share_the_load_and_status_shows_each(start_supervisor: Start) 
     # Calls one after another are taken in turn.
     servers = {w.server_pid for w in row.workers}
     assert {pid_of(sup.client, "mcp_cpu_whoami") for _ in range(4)} == servers
+
+    table = cli("status", endpoint=sup.endpoint)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:2] == ["SERVER", "STATE"] and "IN_FLIGHT" in lines[0]
+    assert [line.split()[:2] for line in lines[1:4]] == [
+        ["cpu", "ready"],
+        ["cpu#1", "ready"],
+        ["cpu#2", "ready"],
+    ]
 
 
 def test_a_kill_9_of_one_replica_under_load_fails_only_the_calls_on_it(start_supervisor: Start) -> None:
