@@ -100,9 +100,12 @@ class CallTable:
         stats: FrontStats,
         repeats: Repeats,
         server_order: Callable[[], Iterable[str]],
+        worker_idle: Callable[[bytes], None] = lambda worker: None,
     ) -> None:
         """``settings``: the bounds as they are now (a reload may change them); ``server_order``: the
-        order in which a gathered listing's parts are given (the config's)."""
+        order in which a gathered listing's parts are given (the config's); ``worker_idle`` hears that
+        a worker incarnation has no request pending any more."""
+        self._worker_idle = worker_idle
         self._reply = reply
         self._settings = settings
         self._stats = stats
@@ -289,6 +292,7 @@ class CallTable:
             calls.discard(call)
             if not calls:
                 del self._by_worker[pending.worker]
+                self._worker_idle(pending.worker)
         client = self._clients.get(pending.caller)
         if client is not None:
             client.calls.discard(call)

@@ -110,8 +110,14 @@ class Supervisor:
             not_reading=self._not_reading,
             queued_replies=lambda: self._settings().max_queued_replies,
         )
+        self._idle_workers: dict[bytes, trio.Event] = {}  # workers someone waits to see idle
         self.calls = CallTable(
-            self._front.reply, self._settings, self.stats, self._repeats, lambda: self.servers
+            self._front.reply,
+            self._settings,
+            self.stats,
+            self._repeats,
+            lambda: self.servers,
+            self._worker_idle,
         )
         self._link = WorkerLink(
             calls=self.calls, reply=self._front.reply, repeats=self._repeats, settled=self._check_idle
@@ -276,6 +282,16 @@ class Supervisor:
 
     def pending(self, call: int) -> bool:
         return self.calls.is_pending(call)
+
+    async def idle(self, worker: bytes) -> None:
+        """Return once that worker incarnation has no request pending."""
+        if self.calls.load(worker):
+            await self._idle_workers.setdefault(worker, trio.Event()).wait()
+
+    def _worker_idle(self, worker: bytes) -> None:
+        event = self._idle_workers.pop(worker, None)
+        if event is not None:
+            event.set()
 
     def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
         """Send if that worker is connected (a worker still starting up may not be yet); say if it was."""

@@ -152,6 +152,7 @@ class Keeper:
         self._kill_reason: str | None = None
         self._started_at = 0.0
         self._exited = False  # the live incarnation's process has exited (it is not reaped yet)
+        self.draining = False  # no new calls for the live incarnation: it is about to be restarted
 
     @property
     def state(self) -> WorkerState:
@@ -171,8 +172,8 @@ class Keeper:
 
     @property
     def serving(self) -> bool:
-        """Ready and not ending: calls may be sent to ``identity``."""
-        return self._state == "ready" and not self.ending
+        """Ready, not ending and not draining: calls may be sent to ``identity``."""
+        return self._state == "ready" and not self.ending and not self.draining
 
     @property
     def target(self) -> bytes:
@@ -355,7 +356,7 @@ class Keeper:
         self._started_at = trio.current_time()
         self._ready = trio.Event()
         self._ending = self._kill_reason = None
-        self._exited = False
+        self._exited = self.draining = False
         self.last_heard = None
         self._heartbeats = Heartbeats(identity, self.owner.send_to_worker)
         self.worker_log.reset()

@@ -106,6 +106,10 @@ class PoolOwner(Protocol):
         """The call is still waiting for its answer (not expired, cancelled or failed)."""
         ...
 
+    async def idle(self, worker: bytes) -> None:
+        """Return once that worker incarnation has no request pending."""
+        ...
+
 
 def new_server(spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> Server:
     """The server a spec describes: per-client sessions, or replicas (one by default)."""
@@ -333,10 +337,12 @@ class Replicas(Server):
 
     async def _roll(self, scope: trio.CancelScope, why: str) -> None:
         """Restart the replicas one after another, each once the one before is up again (or has
-        had its start timeout), so that the tools never go away."""
+        had its start timeout), so that the tools never go away. While another replica serves, each
+        first gets no new calls and up to ``shutdownGrace`` seconds to finish those it has."""
         try:
             with scope:
                 for keeper in self.members:
+                    await self._drain(keeper)
                     keeper.request_restart(why)
                     with trio.move_on_after(keeper.policy.start_timeout + ROLL_MARGIN):
                         while keeper.state in ("starting", "restarting"):
@@ -344,6 +350,14 @@ class Replicas(Server):
         finally:
             if self._rolling is scope:
                 self._rolling = None
+
+    async def _drain(self, keeper: Keeper) -> None:
+        identity = keeper.identity
+        if identity is None or not any(other.serving for other in self.members if other is not keeper):
+            return
+        keeper.draining = True
+        with trio.move_on_after(self.settings.shutdown_grace):
+            await self.owner.idle(identity)
 
     def _stop_rolling(self) -> None:
         if self._rolling is not None:

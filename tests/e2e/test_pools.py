@@ -44,6 +44,16 @@ def workers(sup: SupervisorProcess, server: str) -> dict[str, Any]:
     return {worker.name: worker for worker in sup.status()[server].workers}
 
 
+def all_ready(sup: SupervisorProcess, server: str) -> ServerStatus:
+    """The server's row once every one of its workers is ready (the server is as soon as one is)."""
+
+    def check() -> ServerStatus | None:
+        row = sup.status()[server]
+        return row if row.workers and all(w.state == "ready" for w in row.workers) else None
+
+    return poll(f"every worker of {server!r} ready", check, 60)  # type: ignore[no-any-return]
+
+
 def drain(events: EventWatch) -> list[object]:
     """The events received so far (each wait bounded)."""
     seen: list[object] = []
@@ -63,7 +73,7 @@ def pid_of(sup_client: SupervisorClient, tool: str) -> int:
 
 def test_replicas_share_the_load_and_status_shows_each(start_supervisor: Start) -> None:
     sup = start_supervisor({"cpu": session_server(replicas=2)})
-    row = sup.status()["cpu"]
+    row = all_ready(sup, "cpu")
     assert (row.state, row.tools, row.scope) == ("ready", 9, "shared")
     assert [(w.name, w.state) for w in row.workers] == [("cpu#1", "ready"), ("cpu#2", "ready")]
     assert len({w.worker_pid for w in row.workers}) == 2
@@ -106,6 +116,7 @@ def test_replicas_share_the_load_and_status_shows_each(start_supervisor: Start) 
 
 def test_a_kill_9_of_one_replica_under_load_fails_only_the_calls_on_it(start_supervisor: Start) -> None:
     sup = start_supervisor({"cpu": session_server(replicas=2, **FAST_RESTARTS)})
+    all_ready(sup, "cpu")
     victim = workers(sup, "cpu")["cpu#2"]
     outcomes: list[tuple[str, str]] = []  # (outcome, message)
     killed = trio.Event()
@@ -153,6 +164,7 @@ def test_a_kill_9_of_one_replica_under_load_fails_only_the_calls_on_it(start_sup
 
 def test_a_restart_replaces_replicas_one_by_one_and_the_tools_never_go(start_supervisor: Start) -> None:
     sup = start_supervisor({"cpu": session_server(replicas=2)})
+    all_ready(sup, "cpu")
     before = {w.name: w.worker_pid for w in sup.status()["cpu"].workers}
     with client(sup) as caller, sup.client.watch() as events:
         sup.client.restart("cpu")

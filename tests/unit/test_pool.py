@@ -66,6 +66,8 @@ class Owner:
     def pending(self, call: int) -> bool:
         return call in self.pending_calls
 
+    async def idle(self, worker: bytes) -> None: ...
+
 
 class Tasks:
     """Stands in for a nursery: records what would be started."""
