@@ -319,6 +319,9 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
 
 def _pool_fields(cfg: ServerConfig) -> dict[str, Any]:
     """``replicas``, ``scope`` and the session bounds, checked against each other."""
+    if cfg.oauth not in (None, False) and (cfg.scope == "client" or cfg.replicas != 1):
+        # Its workers would share one token file: a refresh token used by one is spent for the others.
+        raise _Problem('an "oauth" server runs one worker: "replicas" and "scope": "client" need headers')
     if cfg.scope == "client":
         if cfg.replicas != 1:
             raise _Problem('"replicas" is for shared servers; with "scope": "client" each client gets one')

@@ -205,6 +205,10 @@ async def test_stop_drops_the_tools_and_ends_every_session(owner: Owner) -> None
         ({"scope": "client", "maxSessions": 0}, "field 'maxSessions': expected 'int' >= 1"),
         ({"scope": "client", "idleTimeout": -1}, "field 'idleTimeout': expected 'float' > 0"),
         ({"sampling": "always"}, "field 'sampling'"),
+        (
+            {"command": None, "url": "https://x/mcp", "oauth": True, "replicas": 2},
+            'an "oauth" server runs one worker',
+        ),
     ],
 )
 def test_pool_fields_that_make_no_sense_are_named(fields: dict[str, object], problem: str) -> None:
