@@ -20,9 +20,10 @@ from typing import assert_never
 import trio
 
 from supervisor.config import Config, ServerSpec
-from supervisor.pool import PoolOwner, Server, new_server
+from supervisor.pool import PoolOwner, Server
 from supervisor.protocol import Done, ErrorReply, FrontReply, Restart, Start, Stop
 from supervisor.reload import ReloadPlan
+from supervisor.sessions import new_server
 
 __all__ = ["Crew"]
 

@@ -22,7 +22,10 @@ Operator commands never count as failures and are never undone by the
 policy: ``stop`` holds the server stopped; ``start`` and ``restart`` reset the
 counters; concurrent restarts coalesce into one until the new worker is ready.
 A config reload hands a keeper its new spec (``reconfigure``): a restart with
-it, or a stop if it is now disabled; a stopped server stays stopped.
+it, or a stop if it is now disabled; a stopped server stays stopped. A keeper
+is one worker of its server (``supervisor.pool``): the only one, a replica, or
+a client's session, which runs ``once`` (it is not restarted: the client's
+next request starts another).
 Shutdown is cancellation: the shielded, bounded clean-up of the live
 incarnation closes its lifeline and reaps the worker and its server.
 """

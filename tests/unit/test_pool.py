@@ -11,8 +11,9 @@ import pytest
 
 from supervisor.config import ServerSpec, parse_config
 from supervisor.keeper import Keeper
-from supervisor.pool import Refusal, Replicas, Server, Sessions, new_server
+from supervisor.pool import Refusal, Replicas, Server
 from supervisor.protocol import ErrorCode, Ready, WorkerState, WorkerTool
+from supervisor.sessions import Sessions, new_server
 from supervisor.spawn import SpawnMode, WorkerProcess
 
 TOOLS = [WorkerTool(name="echo", input_schema={"type": "object"})]
