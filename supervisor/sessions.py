@@ -122,6 +122,9 @@ class Sessions(Server):
             if self.sessions.get(session.client) is session:
                 del self.sessions[session.client]
             self._ending.discard(keeper)
+            if self._held.pop(keeper.target, None):  # ended before its worker started: they fail now
+                why = f"server {keeper.label!r}: the session ended before it started"
+                self.owner.worker_gone(keeper.target, why, "UNAVAILABLE")
         if keeper.outcome in ("abnormal", "needs-login") and self._want_running:
             self._session_failed(keeper)
 

@@ -181,6 +181,20 @@ async def test_a_session_whose_worker_died_is_replaced_on_the_next_request(owner
     assert isinstance(fresh, Keeper) and fresh is not session
 
 
+async def test_requests_held_for_a_session_that_ends_before_it_starts_fail_at_once(owner: Owner) -> None:
+    server = make(owner, scope="client")
+    assert isinstance(server, Sessions)
+    up(server.lister)
+    session = server.route("a")
+    assert isinstance(session, Keeper)
+    server.hold(session, 1, b"call")
+    held_for, record = session.target, server.sessions["a"]
+    server.request_restart()  # ends the session before its task ran
+    await server._run_session(record)
+    assert owner.gone == [(held_for, "server 's@a': the session ended before it started", "UNAVAILABLE")]
+    assert owner.sent == []
+
+
 async def test_stop_drops_the_tools_and_ends_every_session(owner: Owner) -> None:
     server = make(owner, scope="client")
     assert isinstance(server, Sessions)
