@@ -14,12 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.errors import ServerError, ToolTimeoutError
-from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, npm_package, poll
+from supervisor.protocol import Answer, CallResult, ErrorReply, ServerRequest, ToolResult, encode
+from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, npm_package, poll, raw_call, raw_client
 
 pytestmark = pytest.mark.e2e
 
@@ -158,3 +160,45 @@ def test_a_request_is_never_sent_to_a_caller_while_another_clients_call_is_in_fl
         busy.join(30)
     assert refused.is_error and "no caller answers it" in refused.text
     assert seen == []
+
+
+def test_answers_that_misbehave_harm_nobody(start_supervisor: Start) -> None:
+    """By hand on the wire: answers for the wrong request, for a call not in flight, and one nested
+    past what anything decodes; each is dropped or refused, the call still gets its one reply, and
+    the worker and supervisor carry on."""
+    sup = start_supervisor({"ev": everything()})
+    sup.wait_tools("mcp_ev_trigger-sampling-request")
+    worker = sup.status()["ev"].worker_pid
+    with raw_client(sup.endpoint) as raw:
+        raw.send(Answer(id=99, ask=1, result=msgspec.Raw(encode({"x": 1}))))  # no such call: dropped
+        call = raw_call(1, "mcp_ev_trigger-sampling-request", {"prompt": "x"}, timeout=30)
+        call.answers = ["sampling/createMessage"]
+        raw.send(call)
+        asked = raw.recv(30)
+        assert isinstance(asked, ServerRequest) and asked.id == 1 and asked.method == "sampling/createMessage"
+        assert msgspec.msgpack.decode(asked.params)["maxTokens"] == 100
+        raw.send(Answer(id=1, ask=asked.ask + 7, result=msgspec.Raw(encode({"x": 1}))))  # no such ask
+        raw.send(Answer(id=1, ask=asked.ask, result=msgspec.Raw(b"\x81\xa1a" + b"\x91" * 3000 + b"\xc0")))
+        refused = raw.recv(30)  # past what the supervisor's decoder recurses: not even read
+        assert isinstance(refused, ErrorReply) and (refused.code, refused.message) == (
+            "BAD_REQUEST",
+            "nested too deeply",
+        )
+        raw.send(Answer(id=1, ask=asked.ask, result=msgspec.Raw(b"\x81\xa1a" + b"\x91" * 100 + b"\xc0")))
+        reply = raw.recv(30)
+        assert isinstance(reply, CallResult), reply
+        result = msgspec.msgpack.decode(reply.result, type=ToolResult)
+        assert result.is_error and "the caller's answer is not a JSON object" in result.text
+        assert "nested deeper than 64 levels" in result.text
+        assert sup.status()["ev"].worker_pid == worker
+        # the next call asks again, and a good answer is taken
+        call = raw_call(2, "mcp_ev_trigger-sampling-request", {"prompt": "y"}, timeout=30)
+        call.answers = ["sampling/createMessage"]
+        raw.send(call)
+        asked = raw.recv(30)
+        assert isinstance(asked, ServerRequest)
+        good = {"role": "assistant", "model": "m", "content": {"type": "text", "text": "fine"}}
+        raw.send(Answer(id=2, ask=asked.ask, result=msgspec.Raw(encode(good))))
+        reply = raw.recv(30)
+        assert isinstance(reply, CallResult)
+        assert "fine" in msgspec.msgpack.decode(reply.result, type=ToolResult).text
