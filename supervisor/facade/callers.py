@@ -8,39 +8,77 @@ many identities).
   client`` servers: a stdio facade serves one host (``facade-PID``); on streamable HTTP each
   ``Mcp-Session-Id`` is one (``facade-PID-N``; the id itself, which authorizes the session, is never
   shown). Stateless 2026-07-28 HTTP requests have no session: they share the facade's identity.
-- **Server requests.** When a host declared sampling or elicitation and its connection can carry
-  requests to it (handshake-era sessions), a server's ``sampling/createMessage`` or
-  ``elicitation/create`` arising in that host's call is relayed to the host, tied to the host's
-  ``tools/call`` (so streamable HTTP sends it on that request's stream), and the host's answer
-  goes back to the server. Otherwise the supervisor's config answers it.
+- **Server requests.** When a host declared sampling or elicitation, a server's
+  ``sampling/createMessage`` or ``elicitation/create`` arising in that host's call reaches the
+  host, and its answer goes back to the server:
+
+  - on a handshake-era connection, as a request to the host tied to its ``tools/call`` (so
+    streamable HTTP sends it on that request's stream);
+  - on 2026-07-28, which has no requests to the host, the way that protocol asks: the routed call
+    goes on in a task of its own, the host's ``tools/call`` is answered with an
+    ``input_required`` result carrying the request and a ``requestState``, and the host's retry
+    with its answer resumes the call (as many rounds as the server asks). A host that does not
+    retry within ``RESUME_TIMEOUT`` has the server told that it did not answer.
+
+  Otherwise the supervisor's config answers it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import math
 import os
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
     CreateMessageRequest,
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequest,
     ElicitRequestParams,
     ElicitResult,
+    InputRequest,
+    InputRequiredResult,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
 
 from supervisor.client import AsyncSupervisorClient
-from supervisor.exchanges import Handler
+from supervisor.exchanges import ELICITATION, SAMPLING, Handler
 
 __all__ = ["Hosts"]
 
 MAX_SESSIONS_KNOWN: Final = 10_000  # HTTP sessions remembered (ids are never reused; the oldest go)
+MAX_SUSPENDED: Final = 1000  # 2026-07-28 calls waiting for their host's retry; past it, the config answers
+RESUME_TIMEOUT: Final = 120.0  # seconds a 2026-07-28 host has to retry with its answer
 _ELICIT_PARAMS: TypeAdapter[ElicitRequestParams] = TypeAdapter(ElicitRequestParams)
+
+
+Routed = Callable[[AsyncSupervisorClient], Awaitable[CallToolResult]]
+
+
+@dataclass(eq=False)
+class _Suspended:
+    """A 2026-07-28 host's routed call, between the server's request and the host's retry."""
+
+    events: MemoryObjectReceiveStream[tuple[str, Any]]  # ("ask", (method, params)), ("done", result)...
+    answers: MemoryObjectSendStream[dict[str, Any]]
+    key: str = ""  # the input request waiting for its response
 
 
 class Hosts:
@@ -50,6 +88,99 @@ class Hosts:
         self._prefix = f"facade-{os.getpid()}"
         self._numbers = itertools.count(1)
         self._identities: dict[str, str] = {}  # Mcp-Session-Id -> identity (oldest first)
+        self._suspended: dict[str, _Suspended] = {}  # requestState -> the call it resumes
+        self.tasks: anyio.abc.TaskGroup | None = None  # where 2026-07-28 hosts' calls run
+
+    async def call(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: CallToolRequestParams,
+        client: AsyncSupervisorClient,
+        routed: Routed,
+    ) -> CallToolResult | InputRequiredResult:
+        """``routed`` as the host of ``ctx``; for a 2026-07-28 host that offers sampling or
+        elicitation, in rounds (see the module docstring)."""
+        if params.request_state is not None:
+            return await self._resume(params)
+        capabilities = ctx.session.client_capabilities
+        if (
+            ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            or capabilities is None
+            or (capabilities.sampling is None and capabilities.elicitation is None)
+            or self.tasks is None
+            or len(self._suspended) >= MAX_SUSPENDED
+        ):
+            return await routed(self.client(ctx, client))
+        events_in, events = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
+        answers, answers_out = anyio.create_memory_object_stream[dict[str, Any]](1)
+        suspended = _Suspended(events, answers)
+
+        def asking(method: str) -> Handler:
+            async def ask(request: dict[str, Any]) -> dict[str, Any]:
+                await events_in.send(("ask", (method, request)))
+                try:
+                    with anyio.fail_after(RESUME_TIMEOUT):
+                        return await answers_out.receive()
+                except TimeoutError:
+                    raise RuntimeError(f"the host did not retry within {RESUME_TIMEOUT:g} s") from None
+                except anyio.EndOfStream:
+                    raise RuntimeError("the host's retry carried no answer") from None
+
+            return ask
+
+        view = client.as_client(
+            self.identity(ctx),
+            on_sampling=asking(SAMPLING) if capabilities.sampling is not None else None,
+            on_elicitation=asking(ELICITATION) if capabilities.elicitation is not None else None,
+        )
+
+        async def run() -> None:
+            with events_in, answers_out:
+                try:
+                    outcome: tuple[str, Any] = ("done", await routed(view))
+                except Exception as exc:  # the handler's own errors, raised in the host's request
+                    outcome = ("error", exc)
+                await events_in.send(outcome)
+
+        self.tasks.start_soon(run)
+        return await self._next(suspended)
+
+    async def _next(self, suspended: _Suspended) -> CallToolResult | InputRequiredResult:
+        """What the host's request gets: the call's result, or the next request of its server."""
+        try:
+            kind, value = await suspended.events.receive()
+        except anyio.EndOfStream:
+            raise MCPError(INTERNAL_ERROR, "the routed call ended without a result") from None
+        if kind == "error":
+            raise value
+        if kind == "done":
+            assert isinstance(value, CallToolResult)
+            return value
+        method, request = value
+        suspended.key = f"{method}#{secrets.token_hex(4)}"
+        state = secrets.token_urlsafe(24)
+        self._suspended[state] = suspended
+        built: InputRequest
+        if method == SAMPLING:
+            checked = CreateMessageRequestParams.model_validate(request, by_name=False)
+            built = CreateMessageRequest(params=checked)
+        else:
+            built = ElicitRequest(params=_ELICIT_PARAMS.validate_python(request, by_name=False))
+        return InputRequiredResult(input_requests={suspended.key: built}, request_state=state)
+
+    async def _resume(self, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
+        assert params.request_state is not None
+        suspended = self._suspended.pop(params.request_state, None)
+        if suspended is None:
+            raise MCPError(INVALID_PARAMS, "requestState is unknown or expired: call the tool again")
+        response = (params.input_responses or {}).get(suspended.key)
+        if response is None:
+            suspended.answers.close()  # the server is told that the host did not answer
+        else:
+            answer = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                suspended.answers.send_nowait(answer)
+        return await self._next(suspended)
 
     def identity(self, ctx: ServerRequestContext[Any, Any]) -> str:
         headers = getattr(ctx.request, "headers", None)

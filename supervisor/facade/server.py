@@ -45,12 +45,13 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from supervisor import __version__
+from supervisor.client import AsyncSupervisorClient
 from supervisor.errors import SupervisorError
 from supervisor.facade.callers import Hosts
 from supervisor.facade.resources import Catalog, complete, listable, refusal
 from supervisor.facade.upstream import Change, SupervisorGone, Upstream
 from supervisor.facade.views import SearchIndex, View
-from supervisor.protocol import ToolInfo
+from supervisor.protocol import ToolInfo, ToolResult
 
 __all__ = ["CALL_TOOL", "SEARCH_TOOL", "Facade", "FacadeOptions"]
 
@@ -191,7 +192,12 @@ class Facade:
         """Tell every host of the changes noted, the way its protocol version hears them: each round
         sends to every connection at once, each bounded by ``NOTIFY_TIMEOUT`` (a host that does not read
         delays no other, and no round outlasts it)."""
-        task_status.started()
+        async with anyio.create_task_group() as tasks:
+            self._hosts.tasks = tasks  # 2026-07-28 hosts' calls that wait for their retry run here
+            task_status.started()
+            await self._tell_forever()
+
+    async def _tell_forever(self) -> None:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
@@ -236,7 +242,7 @@ class Facade:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         name, arguments = params.name, params.arguments or {}
         if self.options.search:
             if name == SEARCH_TOOL:
@@ -252,18 +258,28 @@ class Facade:
         if not self.options.view.may_call(name, tool):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
         progress = _progress_to(ctx) if _wants_progress(ctx.params) else None
-        try:
-            async with upstream.calling() as client:
-                host = self._hosts.client(ctx, client)
+
+        async def routed(host: AsyncSupervisorClient) -> types.CallToolResult:
+            try:
                 result = await host.call_tool(
                     name, arguments, self.options.timeout, raise_on_error=False, progress=progress
                 )
+            except SupervisorError as exc:
+                if exc.code in JSONRPC_ERRORS:
+                    raise MCPError(types.INVALID_PARAMS, exc.message or str(exc)) from exc
+                return _error_result(f"{exc.code or 'ERROR'}: {exc.message or exc}")
+            return self._relayed(ctx, tool, result)
+
+        try:
+            async with upstream.calling() as client:
+                return await self._hosts.call(ctx, params, client, routed)
         except SupervisorGone as exc:
             return _error_result(f"UNAVAILABLE: {exc}")
-        except SupervisorError as exc:
-            if exc.code in JSONRPC_ERRORS:
-                raise MCPError(types.INVALID_PARAMS, exc.message or str(exc)) from exc
-            return _error_result(f"{exc.code or 'ERROR'}: {exc.message or exc}")
+
+    def _relayed(
+        self, ctx: ServerRequestContext[Any, Any], tool: ToolInfo | None, result: ToolResult
+    ) -> types.CallToolResult:
+        """A routed call's result as the host gets it (or why it cannot take it)."""
         wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
         if result.structured_content is not None:
             wire["structuredContent"] = result.structured_content

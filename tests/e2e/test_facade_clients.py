@@ -23,6 +23,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.e2e.facade import HOST_TIMEOUT, HttpFacade, facade_argv, text_of
 from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, npm_package
@@ -88,20 +89,20 @@ HOST_ANSWERS: dict[str, Any] = {"sampling_callback": sample, "elicitation_callba
 
 
 @asynccontextmanager
-async def stdio(endpoint: str, **options: Any) -> AsyncIterator[Client]:
+async def stdio(endpoint: str, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     argv = facade_argv(endpoint, "mcp")
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=str(REPO))
     with trio.fail_after(HOST_TIMEOUT * 4):
-        async with Client(params, mode="legacy", **options) as client:
+        async with Client(params, mode=mode, **options) as client:  # type: ignore[arg-type]
             yield client
 
 
 @asynccontextmanager
-async def http(url: str, **options: Any) -> AsyncIterator[Client]:
+async def http(url: str, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as transport_client:
         transport = streamable_http_client(url, http_client=transport_client)
         with trio.fail_after(HOST_TIMEOUT * 4):
-            async with Client(transport, mode="legacy", **options) as client:  # type: ignore[arg-type]
+            async with Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
                 yield client
 
 
@@ -129,12 +130,15 @@ async def test_two_stdio_hosts_are_two_clients(sup: SupervisorProcess) -> None:
         assert await counter(two) == {"value": 0}
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto: 2026-07-28, asked with input_required
 @pytest.mark.parametrize("kind", ["stdio", "http"])
 async def test_the_hosts_own_sampling_and_elicitation_answer_its_servers_requests(
-    sup: SupervisorProcess, http_facade: HttpFacade, kind: str
+    sup: SupervisorProcess, http_facade: HttpFacade, kind: str, mode: str
 ) -> None:
     host_of = (
-        stdio(sup.endpoint, **HOST_ANSWERS) if kind == "stdio" else http(http_facade.url, **HOST_ANSWERS)
+        stdio(sup.endpoint, mode, **HOST_ANSWERS)
+        if kind == "stdio"
+        else http(http_facade.url, mode, **HOST_ANSWERS)
     )
     async with host_of as host:
         sampled = await host.call_tool("mcp_ev_trigger-sampling-request", {"prompt": "hi"})
@@ -147,3 +151,11 @@ async def test_a_host_without_sampling_gets_the_configs_answer(sup: SupervisorPr
     async with stdio(sup.endpoint) as host:
         refused = await host.call_tool("mcp_ev_trigger-sampling-request", {"prompt": "hi"})
     assert refused.is_error and "no caller answers it" in text_of(refused)
+
+
+async def test_a_forged_request_state_is_refused_by_name(sup: SupervisorProcess) -> None:
+    async with stdio(sup.endpoint, "auto", **HOST_ANSWERS) as host:
+        with pytest.raises(MCPError, match="requestState is unknown or expired"):
+            await host.call_tool("mcp_ev_echo", {"message": "x"}, request_state="forged")
+        echoed = await host.call_tool("mcp_ev_echo", {"message": "still here"})
+    assert "still here" in text_of(echoed)
