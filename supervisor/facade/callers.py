@@ -79,6 +79,7 @@ class _Suspended:
     events: MemoryObjectReceiveStream[tuple[str, Any]]  # ("ask", (method, params)), ("done", result)...
     answers: MemoryObjectSendStream[dict[str, Any]]
     key: str = ""  # the input request waiting for its response
+    state: str = ""  # the requestState that resumes it
 
 
 class Hosts:
@@ -140,6 +141,8 @@ class Hosts:
                     outcome: tuple[str, Any] = ("done", await routed(view))
                 except Exception as exc:  # the handler's own errors, raised in the host's request
                     outcome = ("error", exc)
+                finally:  # a host that never retried: its requestState goes with the call
+                    self._suspended.pop(suspended.state, None)
                 await events_in.send(outcome)
 
         self.tasks.start_soon(run)
@@ -158,7 +161,7 @@ class Hosts:
             return value
         method, request = value
         suspended.key = f"{method}#{secrets.token_hex(4)}"
-        state = secrets.token_urlsafe(24)
+        suspended.state = state = secrets.token_urlsafe(24)
         self._suspended[state] = suspended
         built: InputRequest
         if method == SAMPLING:
