@@ -145,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", type=float, help="seconds (default: the server's toolTimeout)")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument(
+        "--identity",
+        metavar="NAME",
+        help='call as this client (its own worker on "scope": "client" servers; default: a new one)',
+    )
+    call.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         help="print the server's progress notifications on stderr (default: when stderr is a terminal)",

@@ -111,7 +111,11 @@ def cmd_call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise CliError(f"ARGS_JSON must be a JSON object, not {type(arguments).__name__}", EXIT_USAGE)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
-    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
+    try:
+        client = SupervisorClient(args.endpoint, keys=args.keys, identity=args.identity)
+    except ValueError as exc:
+        raise CliError(f"--identity: {exc}", EXIT_USAGE) from exc
+    with client as sup:
         result = sup.call_tool(
             args.name,
             arguments,

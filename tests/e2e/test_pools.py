@@ -6,6 +6,7 @@ counter and a working directory per process, and burns CPU on request).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -219,6 +220,19 @@ def test_two_agents_on_a_client_scoped_server_never_see_each_others_state(
         thread.join(30)
         assert seen == [{"value": 5}]
         assert other.call_tool("mcp_shell_counter_get", {}).structured_content == {"value": 0}
+
+
+def test_the_cli_calls_as_the_identity_it_is_given(start_supervisor: Start) -> None:
+    sup = start_supervisor({"shell": session_server(scope="client")})
+    with client(sup, "agent-a") as a:
+        a.call_tool("mcp_shell_counter_add", {"n": 7})
+    as_a = cli("call", "mcp_shell_counter_get", "--json", "--identity", "agent-a", endpoint=sup.endpoint)
+    assert as_a.returncode == 0, as_a.stderr
+    assert json.loads(as_a.stdout)["structured_content"] == {"value": 7}
+    anyone = cli("call", "mcp_shell_counter_get", endpoint=sup.endpoint)
+    assert anyone.stdout.strip() == "0"
+    bad = cli("call", "mcp_shell_counter_get", "--identity", "", endpoint=sup.endpoint)
+    assert bad.returncode == 2 and "--identity: identity must be 1 to 128 printable characters" in bad.stderr
 
 
 def test_an_idle_session_is_reaped_and_the_next_call_starts_a_fresh_one(start_supervisor: Start) -> None:
