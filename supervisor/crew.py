@@ -19,11 +19,12 @@ from typing import assert_never
 
 import trio
 
-from supervisor.config import Config, ServerSpec
+from supervisor.config import Config, ServerSpec, SupervisorSettings
 from supervisor.pool import PoolOwner, Server
 from supervisor.protocol import Done, ErrorReply, FrontReply, Restart, Start, Stop
 from supervisor.reload import ReloadPlan
-from supervisor.sessions import new_server
+from supervisor.replicas import Replicas
+from supervisor.sessions import Sessions
 
 __all__ = ["Crew"]
 
@@ -126,6 +127,13 @@ class Crew:
             await ended.wait()
         finally:
             self._retiring.discard(server.name)
+
+
+def new_server(spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> Server:
+    """The server a spec describes: per-client sessions, or replicas (one by default)."""
+    if spec.scope == "client":
+        return Sessions(spec, owner, settings)
+    return Replicas(spec, owner, settings)
 
 
 def _shape(spec: ServerSpec) -> tuple[str, int]:

@@ -5,11 +5,11 @@ asks a server where a request goes (``route``); the supervisor, the ``PoolOwner`
 reports to. Below: the keepers (``supervisor.keeper``), one per worker, each reaching its server
 through the ``KeeperOwner`` protocol, which a server implements.
 
-- ``Replicas`` (``"replicas": N``, 1 by default): N keepers behind one set of tool names, each
-  supervised and restarted on its own. A request goes to the ready replica with the fewest requests
-  in flight; the server is ``ready`` while any replica is, and its tools stay registered until the
-  last ready one goes. An operator's ``restart`` restarts them one after another, each once the one
-  before is ready again, so the tools never go away.
+- ``Replicas`` (``"replicas": N``, 1 by default, in ``supervisor.replicas``): N keepers behind one
+  set of tool names, each supervised and restarted on its own. A request goes to the ready replica
+  with the fewest requests in flight; the server is ``ready`` while any replica is, and its tools
+  stay registered until the last ready one goes. An operator's ``restart`` restarts them one after
+  another, each once the one before is ready again, so the tools never go away.
 - ``Sessions`` (``"scope": "client"``, in ``supervisor.sessions``): a worker per client identity,
   started on the client's first request (which waits for it, within its own deadline), kept while
   the client uses it and reaped after ``idleTimeout`` seconds without a request; at most
@@ -31,28 +31,19 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
+import msgspec
 import trio
 
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.keeper import Keeper
-from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerTool
+from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerStatus, WorkerTool
 from supervisor.spawn import SpawnMode, WorkerProcess
 
-__all__ = ["PoolOwner", "Refusal", "Replicas", "Server"]
+__all__ = ["PoolOwner", "Refusal", "Server"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
-
-ROLL_MARGIN: Final = 5.0  # seconds past a replica's startTimeout before a rolling restart moves on
-_PRECEDENCE: Final[tuple[WorkerState, ...]] = (
-    "ready",
-    "starting",
-    "restarting",
-    "needs-login",
-    "failed",
-    "stopped",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,135 +266,22 @@ class Server:
     def status(self) -> ServerStatus:
         raise NotImplementedError
 
-    async def run(self) -> None:
-        raise NotImplementedError
-
-
-class Replicas(Server):
-    """``replicas`` keepers (one by default) behind one set of tool names."""
-
-    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
-        super().__init__(spec, owner, settings)
-        many = spec.replicas > 1
-        self.members = [
-            Keeper(spec, self, settings, label=f"{spec.name}#{i}" if many else None)
-            for i in range(1, spec.replicas + 1)
-        ]
-        self._rolling: trio.CancelScope | None = None  # a rolling restart under way
-
-    def keepers(self) -> Iterator[Keeper]:
-        return iter(self.members)
-
-    @property
-    def last_error(self) -> str | None:
-        return self.members[0].last_error if len(self.members) == 1 else self._last_error
-
-    def _aggregate(self) -> WorkerState:
-        states = {keeper.state for keeper in self.members}
-        return next(state for state in _PRECEDENCE if state in states)
-
-    def route(self, client: str, avoid: Sequence[Keeper] = ()) -> Keeper | Refusal:
-        if len(self.members) == 1:  # the common case, on every call
-            only = self.members[0]
-            if only.serving and not avoid:
-                return only
-            return Refusal("UNAVAILABLE", self.why_unavailable())
-        keeper = self._least_busy(self.members, avoid)
-        return keeper if keeper is not None else Refusal("UNAVAILABLE", self.why_unavailable())
-
-    def listing_target(self, client: str) -> Keeper | None:
-        return self._least_busy(self.members)
-
-    def _drops_tools(self, keeper: Keeper) -> bool:
-        return not any(other.serving for other in self.members if other is not keeper)
-
-    def request_restart(self, why: str = "restarted by an operator") -> bool:
-        if len(self.members) == 1:
-            return self.members[0].request_restart(why)
-        if self._rolling is not None:
-            return False
-        assert self._nursery is not None, "the server is not running"
-        self._rolling = trio.CancelScope()
-        self._nursery.start_soon(self._roll, self._rolling, why)
-        return True
-
-    async def _roll(self, scope: trio.CancelScope, why: str) -> None:
-        """Restart the replicas one after another, each once the one before is up again (or has
-        had its start timeout), so that the tools never go away. While another replica serves, each
-        first gets no new calls and up to ``shutdownGrace`` seconds to finish those it has."""
-        try:
-            with scope:
-                for keeper in self.members:
-                    await self._drain(keeper)
-                    keeper.request_restart(why)
-                    with trio.move_on_after(keeper.policy.start_timeout + ROLL_MARGIN):
-                        while keeper.state in ("starting", "restarting"):
-                            await self._until_changed()
-        finally:
-            if self._rolling is scope:
-                self._rolling = None
-
-    async def _drain(self, keeper: Keeper) -> None:
-        identity = keeper.identity
-        if identity is None or not any(other.serving for other in self.members if other is not keeper):
-            return
-        keeper.draining = True
-        with trio.move_on_after(self.settings.shutdown_grace):
-            await self.owner.idle(identity)
-
-    def _stop_rolling(self) -> None:
-        if self._rolling is not None:
-            self._rolling.cancel()
-            self._rolling = None
-
-    def request_stop(self, why: str = "stopped by an operator") -> None:
-        self._stop_rolling()
-        for keeper in self.members:
-            keeper.request_stop(why)
-
-    def request_start(self) -> bool:
-        started = [keeper.request_start() for keeper in self.members]
-        return any(started)
-
-    def reconfigure(self, spec: ServerSpec) -> None:
-        """A reloaded spec with as many replicas (the crew replaces a server whose shape changed):
-        one replica restarts at once, several one after another."""
-        self.spec = spec
-        running = any(keeper.state != "stopped" for keeper in self.members)
-        if len(self.members) == 1 or spec.disabled or not running:
-            self._stop_rolling()
-            for keeper in self.members:
-                keeper.reconfigure(spec)
-            return
-        for keeper in self.members:
-            keeper.adopt(spec)
-        self._stop_rolling()
-        self.request_restart("restarted with its new config (reload)")
-
-    def status(self) -> ServerStatus:
-        if len(self.members) == 1:
-            return self.members[0].status()
-        first = self.members[0]
-        row = first.status()
-        workers = [keeper.worker_status(self._in_flight(keeper)) for keeper in self.members]
-        waits = [w.next_restart_in for w in workers if w.next_restart_in is not None]
-        return ServerStatus(
-            server=self.name,
+    def _row(self, first: Keeper, workers: list[WorkerStatus], **fields: object) -> ServerStatus:
+        """The row of a server with several workers: ``first``'s tools, transport and token, with
+        the state, restarts and last error of the whole, and a row per worker."""
+        return msgspec.structs.replace(
+            first.status(),
             state=self.state,
+            worker_pid=None,
+            server_pid=None,
             restarts=self.restarts,
-            tools=row.tools,
             last_error=self.last_error,
-            transport=row.transport,
-            next_restart_in=min(waits) if waits else None,
-            token_expires_at=row.token_expires_at,
             workers=workers,
+            **fields,
         )
 
     def _in_flight(self, keeper: Keeper) -> int:
         return 0 if keeper.identity is None else self.owner.in_flight(keeper.identity)
 
     async def run(self) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for keeper in self.members:
-                nursery.start_soon(keeper.run, name=f"keeper {keeper.label}")
+        raise NotImplementedError

@@ -2,8 +2,8 @@
 request, reaped when idle, at most ``maxSessions`` at once.
 
 Above: the router, which asks ``route`` where a client's request goes (its session, started if need
-be, or ``OVERLOADED``); the crew, which makes every server with ``new_server``. Beside it: the other
-kind of server, ``supervisor.pool.Replicas``, and the ``Server`` base both share (held requests, the
+be, or ``OVERLOADED``); the crew, which makes it for a server with ``"scope": "client"``. Beside it: the other
+kind of server, ``supervisor.replicas.Replicas``, and the ``Server`` base both share (held requests, the
 keepers' owner). Below: one keeper per session (``once``: a session that ends is not restarted) and
 the *lister*, a keeper that lists the tools when the server starts and then stops, so the registry
 stays one list while no session runs.
@@ -21,21 +21,14 @@ import trio
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.keeper import Keeper
 from supervisor.policy import RestartTracker
-from supervisor.pool import PoolOwner, Refusal, Replicas, Server
+from supervisor.pool import PoolOwner, Refusal, Server
 from supervisor.protocol import ServerStatus, WorkerState, WorkerTool
 
-__all__ = ["Sessions", "new_server"]
+__all__ = ["Sessions"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
 
 REAP_CHECK: Final = 1.0  # seconds between looks at idle sessions, at most
-
-
-def new_server(spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> Server:
-    """The server a spec describes: per-client sessions, or replicas (one by default)."""
-    if spec.scope == "client":
-        return Sessions(spec, owner, settings)
-    return Replicas(spec, owner, settings)
 
 
 @dataclass(eq=False, slots=True)
@@ -235,7 +228,6 @@ class Sessions(Server):
             self.request_restart("restarted with its new config (reload)")
 
     def status(self) -> ServerStatus:
-        row = self.lister.status()
         now = trio.current_time()
         workers = [
             session.keeper.worker_status(
@@ -243,21 +235,7 @@ class Sessions(Server):
             )
             for session in self.sessions.values()
         ]
-        return ServerStatus(
-            server=self.name,
-            state=self.state,
-            restarts=self.restarts,
-            tools=row.tools,
-            last_error=self.last_error,
-            transport=row.transport,
-            next_restart_in=row.next_restart_in,
-            token_expires_at=row.token_expires_at,
-            scope="client",
-            workers=workers,
-        )
-
-    def _in_flight(self, keeper: Keeper) -> int:
-        return 0 if keeper.identity is None else self.owner.in_flight(keeper.identity)
+        return self._row(self.lister, workers, scope="client")
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:

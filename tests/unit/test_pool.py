@@ -10,10 +10,12 @@ import msgspec
 import pytest
 
 from supervisor.config import ServerSpec, parse_config
+from supervisor.crew import new_server
 from supervisor.keeper import Keeper
-from supervisor.pool import Refusal, Replicas, Server
+from supervisor.pool import Refusal, Server
 from supervisor.protocol import ErrorCode, Ready, WorkerState, WorkerTool
-from supervisor.sessions import Sessions, new_server
+from supervisor.replicas import Replicas
+from supervisor.sessions import Sessions
 from supervisor.spawn import SpawnMode, WorkerProcess
 
 TOOLS = [WorkerTool(name="echo", input_schema={"type": "object"})]
