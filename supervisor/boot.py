@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import enum
 import logging
+import signal
 import sys
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, Literal
 
 import msgspec
 
@@ -27,6 +29,8 @@ __all__ = [
     "STOP_LINE",
     "WORKER_PACKAGE",
     "ZYGOTE_FLAG",
+    "Ended",
+    "Outcome",
     "WorkerBoot",
     "WorkerExit",
     "decode_worker_boot",
@@ -76,6 +80,47 @@ class WorkerExit(enum.IntEnum):
     SERVER_DONE = 5  # the server exited on its own with status 0
     NEEDS_LOGIN = 6  # the server needs an OAuth authorization only a person can give (``login``)
     CRASHED = 70  # an exception nothing else caught ended the worker (EX_SOFTWARE)
+
+
+Outcome = Literal["operator", "normal", "abnormal", "shutdown", "needs-login"]
+"""How a worker incarnation ended, for its keeper's policy: stopped by an operator (or a reload), on
+its own cleanly (``normal``) or not (``abnormal``), at shutdown, or wanting a person's login."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A worker that ended on its own: its exit status, and what else says why."""
+
+    code: int | None  # the process's return code (negative: killed by that signal)
+    killed: str | None = None  # why its keeper killed it, if it did
+    last_word: str | None = None  # the worker's own last word (a ``LAST_WORD`` line)
+    remote: bool = False  # its server is remote (a lost session is the server's failure)
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.killed is None and self.code == WorkerExit.NEEDS_LOGIN:
+            return "needs-login"
+        return "normal" if self.code == WorkerExit.SERVER_DONE and self.killed is None else "abnormal"
+
+    @property
+    def connection_lost(self) -> bool:
+        """A remote server's session broke (not the worker's failure)."""
+        return self.remote and self.code == WorkerExit.SERVER_DIED and self.killed is None
+
+    @property
+    def reason(self) -> str:
+        """Why, in a few words (the worker's last word when it said one)."""
+        if self.killed is not None:
+            return self.killed
+        if self.code is not None and self.code < 0:
+            return f"worker was killed by {signal.Signals(-self.code).name}"
+        if self.last_word is not None:
+            return self.last_word
+        if self.code == WorkerExit.SERVER_DONE:
+            return "server exited with status 0"
+        if self.connection_lost:
+            return "the connection to the server was lost"
+        return f"worker exited with code {self.code}"
 
 
 # ---------------------------------------------------------------- stdin: the boot line, the lifeline

@@ -1,9 +1,12 @@
-"""One worker incarnation's heartbeats: numbered as sent, answered in order, and the probe built on them.
+"""One worker incarnation's heartbeats: numbered as sent, answered in order, the probe built on them,
+and the two watches that judge the worker by them.
 
-Above: the keeper of that worker, which sends one every ``heartbeatInterval`` and judges a worker
-that leaves one unanswered for ``heartbeatTimeout`` hung, and which probes a worker before judging it
-(a supervisor starved of CPU may not have read an answer that came). Below: the worker link, through
-``send`` (the same ``HEARTBEAT`` bytes every time; the worker echoes each one).
+Above: the keeper of that worker, which runs the watches while the worker lives: ``watch_start``
+(ready within ``startTimeout``) and ``watch`` (once ready, a heartbeat every ``heartbeatInterval``;
+one left unanswered for ``heartbeatTimeout`` is a hung worker); each probes the worker before judging
+it (a supervisor starved of CPU may not have read an answer that came), and calls ``kill`` with why.
+Below: the worker link, through ``send`` (the same ``HEARTBEAT`` bytes every time; the worker
+echoes each one).
 
 One connection keeps its order, so by the time a heartbeat's answer is read, everything the worker
 sent before it has been read too.
@@ -11,10 +14,11 @@ sent before it has been read too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
+from supervisor.config import SupervisorSettings
 from supervisor.protocol import HEARTBEAT
 
 __all__ = ["Heartbeats"]
@@ -52,3 +56,52 @@ class Heartbeats:
                     self._answer_came = trio.Event()
                 await self._answer_came.wait()
         return self._answered >= number
+
+    async def watch_start(
+        self,
+        ready: trio.Event,
+        start_timeout: float,
+        settings: SupervisorSettings,
+        kill: Callable[[str], None],
+    ) -> None:
+        """The worker must be ready within ``start_timeout``; else ``kill`` it."""
+        with trio.move_on_after(start_timeout):
+            await ready.wait()
+            return
+        # Its Ready may have been sent and still be queued, unread (a supervisor starved of CPU).
+        if await self.probe(settings.heartbeat_interval) and ready.is_set():
+            return
+        kill(f"did not finish starting (initialize and tools/list) within {start_timeout:g} s")
+
+    async def watch(
+        self,
+        ready: trio.Event,
+        last_heard: Callable[[], float | None],
+        settings: Callable[[], SupervisorSettings],
+        caught_up: Callable[[], Awaitable[None]],
+        kill: Callable[[str], None],
+    ) -> None:
+        """Once the worker is ready, it must keep answering heartbeats: one left unanswered for the
+        timeout ends it (``kill``). While it starts, the start timeout watches it instead: among many
+        workers starting at once, one starved of CPU is slow to answer, not hung. Silence counts from
+        the oldest unanswered heartbeat, not from the worker's last message (``last_heard``), so a
+        supervisor that was itself starved of CPU (and asked nothing) blames no worker."""
+        asked: float | None = None  # when the oldest heartbeat not answered since was sent
+        while True:  # settings are read each time: a reload may change them
+            interval, timeout = settings().heartbeat_interval, settings().heartbeat_timeout
+            now = trio.current_time()
+            self.send()
+            heard = last_heard()
+            if heard is None or not ready.is_set():  # the start timeout covers that
+                await trio.sleep(interval)
+                continue
+            if asked is None or heard >= asked:
+                asked = now
+            if now - asked >= timeout:
+                with trio.move_on_after(interval):  # its answer may still be queued, unread
+                    await caught_up()
+                if (last_heard() or 0.0) >= asked:
+                    continue
+                kill(f"worker stopped answering heartbeats for {timeout:g} s")
+                return
+            await trio.sleep(min(interval, asked + timeout - now))

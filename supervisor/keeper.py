@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import logging
 import secrets
-import signal
 from contextlib import suppress
-from typing import Final, Literal, Protocol
+from functools import partial
+from typing import Any, Final, Protocol
 
 import msgspec
 import trio
 
-from supervisor.boot import WorkerBoot, WorkerExit
+from supervisor.boot import Ended, Outcome, WorkerBoot
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.heartbeats import Heartbeats
 from supervisor.policy import RestartTracker
@@ -64,8 +64,6 @@ __all__ = ["Keeper", "KeeperOwner"]
 log = logging.getLogger("mcp_supervisor.keeper")
 
 LOG_DRAIN_TIMEOUT: Final = 1.0  # seconds to read an exited worker's last log lines (its last word)
-
-Outcome = Literal["operator", "normal", "abnormal", "shutdown", "needs-login"]
 
 
 class KeeperOwner(Protocol):
@@ -237,43 +235,33 @@ class Keeper:
                 self.last_error = None
 
     def status(self) -> ServerStatus:
+        """The server's row, when this is its only worker."""
+        tools, spec = self.owner.tool_count(self.name), self.spec
+        token = TokenFile(spec.name, spec.url).expires_at() if spec.oauth is not None and spec.url else None
         return ServerStatus(
-            server=self.name,
-            state=self.state,
-            worker_pid=self.worker_pid,
-            server_pid=self.server_pid,
-            restarts=self.tracker.restarts,
-            tools=self.owner.tool_count(self.name),
-            last_error=self.last_error,
-            transport=self.spec.transport,
-            next_restart_in=max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
-            token_expires_at=self._token_expiry(),
+            server=self.name, tools=tools, transport=spec.transport, token_expires_at=token, **self._row()
         )
 
     def worker_status(
         self, in_flight: int, client: str | None = None, idle: float | None = None
     ) -> WorkerStatus:
         """This worker's row among its server's workers (a replica, a session)."""
-        return WorkerStatus(
-            name=self.label,
-            state=self.state,
-            worker_pid=self.worker_pid,
-            server_pid=self.server_pid,
-            restarts=self.tracker.restarts,
-            last_error=self.last_error,
-            next_restart_in=max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
-            in_flight=in_flight,
-            client=client,
-            idle=idle,
-        )
+        return WorkerStatus(name=self.label, in_flight=in_flight, client=client, idle=idle, **self._row())
+
+    def _row(self) -> dict[str, Any]:
+        """What both kinds of row say of this worker."""
+        return {
+            "state": self.state,
+            "worker_pid": self.worker_pid,
+            "server_pid": self.server_pid,
+            "restarts": self.tracker.restarts,
+            "last_error": self.last_error,
+            "next_restart_in": max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
+        }
 
     def adopt(self, spec: ServerSpec) -> None:
         """Take a reloaded spec without restarting (its server restarts its workers one by one)."""
         self.spec, self.policy, self.tracker.policy = spec, spec.policy, spec.policy
-
-    def _token_expiry(self) -> float | None:
-        spec = self.spec
-        return None if spec.oauth is None or spec.url is None else TokenFile(spec.name, spec.url).expires_at()
 
     def _end_worker(self) -> None:
         """Close the live worker's lifeline (an orderly stop), if there is one."""
@@ -387,8 +375,11 @@ class Keeper:
                 with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     # a worker that dies at once closes this pipe; its exit code says why
                     await process.stdin.send_all(msgspec.json.encode(boot) + b"\n")
-                nursery.start_soon(self._watch_start)
-                nursery.start_soon(self._watch_heartbeats, self._heartbeats)
+                heartbeats, ready, kill = self._heartbeats, self._ready, self._kill
+                start_timeout = self.policy.start_timeout
+                nursery.start_soon(heartbeats.watch_start, ready, start_timeout, self.settings, kill)
+                watch = partial(heartbeats.watch, ready, lambda: self.last_heard, lambda: self.settings)
+                nursery.start_soon(watch, self.owner.caught_up, kill)
                 await process.wait()
                 self._exited = True  # no call goes to it from now on, while its last words are read
                 with trio.move_on_after(LOG_DRAIN_TIMEOUT):  # its last lines say why it ended
@@ -400,10 +391,13 @@ class Keeper:
             self._exited = True
             with trio.CancelScope(shield=True):
                 await self._reap(process)
-            outcome = self._outcome(process.returncode) if ended_on_its_own else self._ending
-            reason = self._exit_reason(process.returncode)
+            remote = self.spec.transport != "stdio"
+            ended = Ended(process.returncode, self._kill_reason, self.worker_log.last_word, remote)
+            outcome = ended.outcome if ended_on_its_own else self._ending
+            report = self.worker_log.report()
+            reason = f"{ended.reason}; last stderr: {report}" if report else ended.reason
             # A remote server's session breaking is the server's failure, not the worker's.
-            lost = self._connection_lost(process.returncode) and ended_on_its_own
+            lost = ended.connection_lost and ended_on_its_own
             if outcome in ("normal", "abnormal", "needs-login"):
                 self.last_error = reason
                 (log.error if outcome == "abnormal" else log.warning)("server %r: %s", self.label, reason)
@@ -422,55 +416,6 @@ class Keeper:
         await self.worker_log.pump(stream)
         done.set()
 
-    def _connection_lost(self, code: int | None) -> bool:
-        return self.spec.transport != "stdio" and code == WorkerExit.SERVER_DIED and self._kill_reason is None
-
-    def _outcome(self, code: int | None) -> Outcome:
-        if self._kill_reason is None and code == WorkerExit.NEEDS_LOGIN:
-            return "needs-login"
-        return "normal" if code == WorkerExit.SERVER_DONE and self._kill_reason is None else "abnormal"
-
-    async def _watch_start(self) -> None:
-        with trio.move_on_after(self.policy.start_timeout):
-            await self._ready.wait()
-            return
-        # Its Ready may have been sent and still be queued, unread (a supervisor starved of CPU).
-        heartbeats = self._heartbeats
-        if (
-            heartbeats is not None
-            and await heartbeats.probe(self.settings.heartbeat_interval)
-            and self._ready.is_set()
-        ):
-            return
-        self._kill(
-            f"did not finish starting (initialize and tools/list) within {self.policy.start_timeout:g} s"
-        )
-
-    async def _watch_heartbeats(self, heartbeats: Heartbeats) -> None:
-        """Once the worker is ready, it must keep answering heartbeats: one left unanswered for the
-        timeout ends it. While it starts, the start timeout watches it instead: among many workers
-        starting at once, one starved of CPU is slow to answer, not hung. Silence counts from the
-        oldest unanswered heartbeat, not from the worker's last message, so a supervisor that was
-        itself starved of CPU (and asked nothing) blames no worker."""
-        asked: float | None = None  # when the oldest heartbeat not answered since was sent
-        while True:  # settings are read each time: a reload may change them
-            interval, timeout = self.settings.heartbeat_interval, self.settings.heartbeat_timeout
-            now = trio.current_time()
-            heartbeats.send()
-            if self.last_heard is None or not self._ready.is_set():  # the start timeout covers that
-                await trio.sleep(interval)
-                continue
-            if asked is None or self.last_heard >= asked:
-                asked = now
-            if now - asked >= timeout:
-                with trio.move_on_after(interval):  # its answer may still be queued, unread
-                    await self.owner.caught_up()
-                if self.last_heard >= asked:
-                    continue
-                self._kill(f"worker stopped answering heartbeats for {timeout:g} s")
-                return
-            await trio.sleep(min(interval, asked + timeout - now))
-
     def heartbeat_answered(self) -> None:
         if self._heartbeats is not None:
             self._heartbeats.answered()
@@ -482,22 +427,6 @@ class Keeper:
         self.worker_pid = None
         self.server_pid = None
         self.last_heard = None
-
-    def _exit_reason(self, code: int | None) -> str:
-        if self._kill_reason is not None:
-            what = self._kill_reason
-        elif code is not None and code < 0:
-            what = f"worker was killed by {signal.Signals(-code).name}"
-        elif self.worker_log.last_word is not None:  # the worker said why it ended
-            what = self.worker_log.last_word
-        elif code == WorkerExit.SERVER_DONE:
-            what = "server exited with status 0"
-        elif self._connection_lost(code):
-            what = "the connection to the server was lost"
-        else:
-            what = f"worker exited with code {code}"
-        report = self.worker_log.report()
-        return f"{what}; last stderr: {report}" if report else what
 
     # ---------------------------------------------------------- from the link
 
