@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx2
 import mcp_types as types
@@ -22,6 +22,16 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.e2e.harness import START_TIMEOUT, STOP_TIMEOUT, poll
+
+HOST_WARNINGS: Final = [
+    # The SDK's streamable HTTP client (the host's side, in this process) leaves httpx2's response
+    # iterators to the garbage collector when a connection closes: the host's, not the facade's.
+    pytest.mark.filterwarnings("ignore:Async generator 'httpx?2[._]:ResourceWarning"),
+    pytest.mark.filterwarnings("ignore:Async generator 'httpcore2[._]:ResourceWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <async_generator object:pytest.PytestUnraisableExceptionWarning"
+    ),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 HOST_TIMEOUT = 30.0  # seconds any one wait of these tests may take
@@ -64,15 +74,17 @@ async def stdio_host(
     mode: str = "legacy",
     notes: Notes | None = None,
     env: dict[str, str] | None = None,
+    **options: Any,
 ) -> AsyncIterator[Client]:
-    """A host that starts ``mcp-supervisor mcp --endpoint ENDPOINT ARGS...`` and talks to it over stdio."""
+    """A host that starts ``mcp-supervisor mcp --endpoint ENDPOINT ARGS...`` and talks to it over stdio;
+    ``options`` go to the SDK's ``Client`` (its sampling and elicitation callbacks, say)."""
     argv = facade_argv(endpoint, "mcp", *args)
     params = StdioServerParameters(
         command=argv[0], args=argv[1:], env={**os.environ, **(env or {})}, cwd=str(REPO)
     )
     handler = notes.handler if notes is not None else None
     with trio.fail_after(HOST_LIFETIME):
-        async with Client(params, mode=mode, message_handler=handler) as client:  # type: ignore[arg-type]
+        async with Client(params, mode=mode, message_handler=handler, **options) as client:
             yield client
 
 
@@ -121,16 +133,16 @@ class HttpFacade:
 
 @asynccontextmanager
 async def http_host(
-    url: str, token: str | None, *, mode: str = "legacy", notes: Notes | None = None
+    url: str, token: str | None, *, mode: str = "legacy", notes: Notes | None = None, **options: Any
 ) -> AsyncIterator[Client]:
-    """A host on streamable HTTP, sending ``Authorization: Bearer TOKEN``."""
+    """A host on streamable HTTP, sending ``Authorization: Bearer TOKEN``; ``options`` go to ``Client``."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
     http: httpx2.AsyncClient = create_mcp_http_client(headers=headers)
     handler = notes.handler if notes is not None else None
     async with http:
         transport = streamable_http_client(url, http_client=http)
         with trio.fail_after(HOST_LIFETIME):
-            async with Client(transport, mode=mode, message_handler=handler) as client:  # type: ignore[arg-type]
+            async with Client(transport, mode=mode, message_handler=handler, **options) as client:
                 yield client
 
 

@@ -28,19 +28,10 @@ from mcp.shared.exceptions import MCPError
 
 from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorUnreachableError
-from tests.e2e.facade import HOST_TIMEOUT, HttpFacade, Notes, http_host, stdio_host, text_of
+from tests.e2e.facade import HOST_TIMEOUT, HOST_WARNINGS, HttpFacade, Notes, http_host, stdio_host, text_of
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
-pytestmark = [
-    pytest.mark.e2e,
-    # The SDK's streamable HTTP client (the host's side, in this process) leaves httpx2's response
-    # iterators to the garbage collector when a connection closes: the host's, not the facade's.
-    pytest.mark.filterwarnings("ignore:Async generator 'httpx?2[._]:ResourceWarning"),
-    pytest.mark.filterwarnings("ignore:Async generator 'httpcore2[._]:ResourceWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:Exception ignored in. <async_generator object:pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
 
 TOKEN = f"facade-test-{secrets.token_hex(8)}"
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="

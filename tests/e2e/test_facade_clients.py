@@ -7,35 +7,23 @@ connection has no channel for requests to the host, and the supervisor's config 
 
 from __future__ import annotations
 
-import os
 import secrets
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
-import trio
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.facade import HOST_TIMEOUT, HttpFacade, facade_argv, text_of
+from tests.e2e.facade import HOST_WARNINGS, HttpFacade, http_host, stdio_host, text_of
 from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, npm_package
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.filterwarnings("ignore:Async generator 'httpx?2[._]:ResourceWarning"),
-    pytest.mark.filterwarnings("ignore:Async generator 'httpcore2[._]:ResourceWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:Exception ignored in. <async_generator object:pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
 
 TOKEN = f"facade-test-{secrets.token_hex(8)}"
 SESSION_SERVER = Path(__file__).parent.parent / "servers" / "session_server.py"
@@ -88,22 +76,12 @@ async def elicit(context: ClientRequestContext, params: types.ElicitRequestParam
 HOST_ANSWERS: dict[str, Any] = {"sampling_callback": sample, "elicitation_callback": elicit}
 
 
-@asynccontextmanager
-async def stdio(endpoint: str, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
-    argv = facade_argv(endpoint, "mcp")
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=str(REPO))
-    with trio.fail_after(HOST_TIMEOUT * 4):
-        async with Client(params, mode=mode, **options) as client:  # type: ignore[arg-type]
-            yield client
+def stdio(endpoint: str, mode: str = "legacy", **options: Any) -> AbstractAsyncContextManager[Client]:
+    return stdio_host(endpoint, mode=mode, **options)
 
 
-@asynccontextmanager
-async def http(url: str, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as transport_client:
-        transport = streamable_http_client(url, http_client=transport_client)
-        with trio.fail_after(HOST_TIMEOUT * 4):
-            async with Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
-                yield client
+def http(url: str, mode: str = "legacy", **options: Any) -> AbstractAsyncContextManager[Client]:
+    return http_host(url, TOKEN, mode=mode, **options)
 
 
 async def counter(host: Client, add: int = 0) -> Any:

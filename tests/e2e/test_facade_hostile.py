@@ -46,6 +46,7 @@ from mcp.shared.exceptions import MCPError
 from tests.e2e.facade import (
     HOST_LIFETIME,
     HOST_TIMEOUT,
+    HOST_WARNINGS,
     REPO,
     HttpFacade,
     facade_argv,
@@ -56,16 +57,7 @@ from tests.e2e.facade import (
 from tests.e2e.harness import STOP_TIMEOUT, SupervisorProcess, stdio_test_server
 from tests.hostile import json_values
 
-pytestmark = [
-    pytest.mark.e2e,
-    # The SDK's streamable HTTP client (the host's side, in this process) leaves httpx2's response
-    # iterators to the garbage collector when a connection closes: the host's, not the facade's.
-    pytest.mark.filterwarnings("ignore:Async generator 'httpx?2[._]:ResourceWarning"),
-    pytest.mark.filterwarnings("ignore:Async generator 'httpcore2[._]:ResourceWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:Exception ignored in. <async_generator object:pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
 
 HOSTILE_SERVER = Path(__file__).parent.parent / "servers" / "hostile_server.py"
 TOKEN = f"facade-hostile-{secrets.token_hex(8)}"
