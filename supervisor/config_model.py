@@ -149,6 +149,14 @@ class SupervisorSettings(
     # Replies queued for one client that does not read them; past it, replies to it are dropped (and its
     # calls in flight with them). Read when the supervisor starts.
     max_queued_replies: Annotated[int, msgspec.Meta(gt=0, le=2**31 - 1)] = 1000  # a ZeroMQ HWM is a C int
+    # The HTTP listener for Prometheus metrics and the status page, "HOST:PORT" (None: no listener).
+    # Read when the supervisor starts.
+    metrics: str | None = None
+    # Whether the status page offers restart, stop and start buttons (POSTs to the listener).
+    status_controls: bool = False
+    # OpenTelemetry spans for routed calls in the supervisor and its workers, exported as the standard
+    # OTEL_* environment variables say. Read when the supervisor starts.
+    tracing: bool = False
 
 
 @dataclass(frozen=True)
