@@ -60,6 +60,7 @@ from supervisor.protocol import (
     ResourceInfo,
     ResourceResult,
     ResourceTemplateInfo,
+    ServerLog,
     ServerRequest,
     ServerStatus,
     ToolInfo,
@@ -236,10 +237,19 @@ class AsyncSupervisorClient:
     async def reload(self) -> ReloadSummary:
         return await self._do(self._requests.reload(self.request_timeout))
 
+    async def logs(self, server: str, *, after: int = 0, limit: int = 100) -> ServerLog:
+        """As ``SupervisorClient.logs``."""
+        return await self._do(self._requests.logs(server, after, limit))
+
+    async def shutdown(self, *, grace: float | None = None) -> None:
+        """As ``SupervisorClient.shutdown``."""
+        await self._do(self._requests.shutdown(grace))
+
     # ------------------------------------------------------------- transport
 
     async def _do(self, exchange: Exchange[_T]) -> _T:
-        return exchange.parse(await self._request(exchange.request, exchange.wait, exchange.progress))
+        with exchange.traced():
+            return exchange.parse(await self._request(exchange.request, exchange.wait, exchange.progress))
 
     async def _request(
         self, request: FrontRequest, wait: float | None = None, progress: ProgressCallback | None = None

@@ -137,6 +137,7 @@ class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):
     spec: ServerSpec
     log_level: int = 20
     stderr_lines_per_second: float = 100.0  # the server's stderr beyond this rate is counted, not logged
+    tracing: bool = False  # trace calls (``supervisor.tracing``), exported as the OTEL_* environment says
 
 
 decode_worker_boot = total_decoder(msgspec.json.Decoder(WorkerBoot).decode)

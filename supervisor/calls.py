@@ -11,6 +11,14 @@ worker incarnation has it), the deadline heap, gathers (a listing sent to severa
 once), and per-client accounting: every admitted request holds a place toward ``maxCallsPerClient``
 and ``maxCallsInFlight`` until its terminal reply (a gathered listing is one request).
 
+While a meter is attached (``supervisor.metrics.meter``, when the HTTP listener is on), every tool
+call it settles is told to it with the time it was sent (``remember``'s ``now``): its answer
+(``answer``) or its failure (``fail``: an error from its worker, its deadline, its worker's end, its
+caller's cancel). Requests forgotten with a client that does not read are not.
+
+While tracing, a tool call's pending entry carries its span (``supervisor.tracing``: opened by the
+router), ended here with the call's terminal reply, or when its client's requests are dropped.
+
 A caller may cancel its own request (``cancel``): it is answered ``CANCELLED`` at once and
 forgotten as if answered, and the supervisor tells its worker (``Abort``). Gathered listings are
 not cancellable.
@@ -27,10 +35,11 @@ import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
+from supervisor import tracing
 from supervisor.config import SupervisorSettings
 from supervisor.protocol import (
     Answer,
@@ -49,7 +58,10 @@ from supervisor.protocol import (
 )
 from supervisor.repeats import Repeats
 
-__all__ = ["DEADLINE_MARGIN", "CallTable", "Gather", "Pending", "peer"]
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+__all__ = ["DEADLINE_MARGIN", "CallMeter", "CallTable", "Gather", "Pending", "peer"]
 
 DEADLINE_MARGIN: Final = 0.5  # seconds past a call's budget before the supervisor answers TIMEOUT itself
 
@@ -79,6 +91,17 @@ class Pending:
     gather: Gather | None = None  # for listings: where the answer goes
     progress: bool = False  # the caller asked for CallProgress replies
     call: int = 0  # its call id (set by ``CallTable.remember``)
+    span: Span | None = None  # a tool call's span, while tracing (``supervisor.tracing``)
+    started: float | None = None  # a tool call's time sent, while metered (set by ``CallTable.remember``)
+
+
+class CallMeter(Protocol):
+    """What measures tool calls (``supervisor.metrics.meter.CallMeter``): each one's end, and when it
+    was sent (the table's clock)."""
+
+    def answered(self, server: str, started: float, result: msgspec.Raw) -> None: ...
+
+    def failed(self, server: str, started: float, code: ErrorCode) -> None: ...
 
 
 @dataclass(slots=True)
@@ -101,11 +124,13 @@ class CallTable:
         repeats: Repeats,
         server_order: Callable[[], Iterable[str]],
         worker_idle: Callable[[bytes], None] = lambda worker: None,
+        meter: CallMeter | None = None,
     ) -> None:
         """``settings``: the bounds as they are now (a reload may change them); ``server_order``: the
         order in which a gathered listing's parts are given (the config's); ``worker_idle`` hears that
-        a worker incarnation has no request pending any more."""
+        a worker incarnation has no request pending any more; ``meter`` measures tool calls."""
         self._worker_idle = worker_idle
+        self._meter = meter
         self._reply = reply
         self._settings = settings
         self._stats = stats
@@ -173,6 +198,14 @@ class CallTable:
     def is_pending(self, call: int) -> bool:
         return call in self._pending
 
+    def tool_calls_by_server(self) -> dict[str, int]:
+        """Tool calls pending (at a worker, or held for one starting), by server."""
+        counts: dict[str, int] = {}
+        for pending in self._pending.values():
+            if pending.gather is None and not pending.what:
+                counts[pending.server] = counts.get(pending.server, 0) + 1
+        return counts
+
     def new_call(self) -> int:
         """A call id for a request about to be sent to a worker (never reused)."""
         self._next_call += 1
@@ -188,6 +221,8 @@ class CallTable:
         client.calls.add(call)
         if pending.gather is None:
             client.cancellable[pending.id] = call  # a client that reuses an id cancels its latest
+        if self._meter is not None and pending.gather is None and not pending.what:
+            pending.started = now
         deadline = now + budget + DEADLINE_MARGIN
         heapq.heappush(self._deadlines, (deadline, call))
         return deadline
@@ -276,6 +311,8 @@ class CallTable:
         for call in list(client.calls):
             pending = self._pending[call]
             self._forget(call, pending)
+            if pending.span is not None:
+                tracing.end_route(pending.span, "dropped", "the client does not read its replies")
             if pending.gather is not None:
                 if any(gather is pending.gather for gather in gathers):
                     continue
@@ -303,6 +340,10 @@ class CallTable:
 
     def answer(self, pending: Pending, result: msgspec.Raw) -> None:
         """A settled call's result: to its caller, or into its gathered listing."""
+        if pending.span is not None:
+            tracing.end_route(pending.span, None)
+        if self._meter is not None and pending.started is not None:
+            self._meter.answered(pending.server, pending.started, result)
         gather = pending.gather
         if gather is None:
             self._reply(pending.caller, CallResult(id=pending.id, result=result))
@@ -313,6 +354,10 @@ class CallTable:
 
     def fail(self, pending: Pending, code: ErrorCode, message: str) -> None:
         """A settled call's failure: an error to its caller, or a failure named in its listing."""
+        if pending.span is not None:
+            tracing.end_route(pending.span, code, message)
+        if self._meter is not None and pending.started is not None:
+            self._meter.failed(pending.server, pending.started, code)
         gather = pending.gather
         if gather is None or gather.named:
             self._reply(pending.caller, ErrorReply(id=pending.id, code=code, message=message))

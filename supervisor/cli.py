@@ -1,25 +1,29 @@
 """The ``mcp-supervisor`` command: its arguments, and what each one runs.
 
 ``run`` hands over to ``supervisor.daemon``; every other command is a ``cmd_*`` function of
-``supervisor.commands``. This module only parses, dispatches and turns errors into exit codes.
-
-Exit codes: 0 success; 1 the supervisor answered with an error (or a wait
-failed); 2 bad usage, bad config or bad arguments; 3 no supervisor answered.
+``supervisor.commands`` (``logs`` and ``shutdown``, with their arguments, of
+``supervisor.daemon_commands``). This module only parses, dispatches and turns errors into exit
+codes: the table of ``supervisor.exit_codes``, which ``--help`` shows. With ``--json`` a failure (a
+usage error too) is printed as the command's JSON document (``supervisor.cli_output``); without it,
+as one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import zmq
 
 from supervisor import __version__
+from supervisor.cli_output import print_failure
 from supervisor.commands import (
     EXIT_ERROR,
-    EXIT_UNREACHABLE,
     EXIT_USAGE,
     CliError,
     cmd_call,
@@ -36,7 +40,9 @@ from supervisor.commands import (
     cmd_tools,
     cmd_wait,
 )
-from supervisor.errors import SupervisorError, SupervisorUnreachableError
+from supervisor.daemon_commands import add_daemon_parsers
+from supervisor.errors import SupervisorError
+from supervisor.exit_codes import ExitCode, exit_code_for, exit_codes_help
 from supervisor.facade.commands import TOKEN_ENV, cmd_host_config, cmd_mcp, cmd_serve
 from supervisor.facade.hosts import HOSTS
 from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV
@@ -54,13 +60,49 @@ def cmd_run(args: argparse.Namespace) -> int:
     from supervisor import daemon  # the supervisor's own modules: not loaded by the other commands
 
     try:
-        daemon.run(args.config, args.endpoint, keys=args.keys, insecure=args.insecure)
+        daemon.run(
+            args.config,
+            args.endpoint,
+            keys=args.keys,
+            insecure=args.insecure,
+            metrics=args.metrics,
+            tracing=args.tracing,
+        )
     except daemon.StartError as exc:
         raise CliError(str(exc), EXIT_USAGE if exc.usage else EXIT_ERROR) from exc
     return 0
 
 
 # ---------------------------------------------------------------- parser
+
+NO_JSON = ("run", "mcp", "serve", "host-config", "login")  # servers, a config snippet, a person's login
+
+
+class _UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser, self.message = parser, message
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage raises ``_UsageError`` (instead of exiting), so that ``main`` reports it as every
+    other failure is reported: in JSON with ``--json``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
+def _epilog() -> str:
+    start = (
+        "Start with 'mcp-supervisor run config/mcp.json', then in another shell 'mcp-supervisor wait' "
+        "and 'mcp-supervisor tools'."
+    )
+    json_note = (
+        f"--json (every command but {', '.join(NO_JSON)}): stdout carries one JSON document (one JSON "
+        "object per line for 'events' and 'logs -f'); a failure is "
+        '{"error": {"code": ..., "message": ...}} there, with the exit code below.'
+    )
+    return f"{textwrap.fill(start, 100)}\n\n{textwrap.fill(json_note, 100)}\n\n{exit_codes_help()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,12 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"CURVE key directory for tcp:// endpoints (default: ${KEYS_ENV}, else {DEFAULT_KEY_DIR}); "
         "clients use DIR/client.key_secret and DIR/server.key ('none': plain TCP)",
     )
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(  # and its subparsers, of its class
         prog="mcp-supervisor",
         description="Run every MCP server in its own supervised worker process, and call all their "
         "tools through one registry (names mcp_{server}_{tool}).",
-        epilog="Start with 'mcp-supervisor run config/mcp.json', then in another shell "
-        "'mcp-supervisor wait' and 'mcp-supervisor tools'.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the exit codes' table as it is
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -108,6 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow a tcp:// endpoint without CURVE: no encryption, and anyone who can reach the port can "
         "call every tool (without it, tcp:// needs DIR/server.key_secret and DIR/allowed_clients/ of --keys)",
     )
+    run.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics (/metrics) and the status page (/) over HTTP there, e.g. "
+        "127.0.0.1:9464 (port 0: any free port, named in the log); overrides the config's 'metrics'",
+    )
+    run.add_argument(
+        "--tracing",
+        action="store_true",
+        help="export OpenTelemetry spans of every tool call from the supervisor and its workers, as the "
+        "OTEL_* environment variables say (OTLP over HTTP by default); as the config's 'tracing': true",
+    )
     run.set_defaults(func=cmd_run)
 
     keys = sub.add_parser(
@@ -129,10 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only a client key pair, for a client on another machine or account",
     )
+    keys.add_argument("--json", action="store_true", help="the directory and each file as JSON")
     keys.set_defaults(func=cmd_keygen)
 
     wait = sub.add_parser("wait", parents=[common], help="return when every enabled server is ready")
     wait.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
+    wait.add_argument("--json", action="store_true", help="each server's state as JSON")
     wait.set_defaults(func=cmd_wait)
 
     tools = sub.add_parser("tools", parents=[common], help="list every tool in the registry")
@@ -223,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         operate = sub.add_parser(name, parents=[common], help=text)
         operate.add_argument("server")
+        operate.add_argument(
+            "--json", action="store_true", help='{"server", "action", "state"}: its state once acted on'
+        )
         operate.set_defaults(func=cmd_operate)
 
     reload = sub.add_parser(
@@ -235,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reload.add_argument("--json", action="store_true", help="print the summary as JSON")
     reload.set_defaults(func=cmd_reload)
+    add_daemon_parsers(sub, common)
     _login_parsers(sub, common)
     _facade_parsers(sub, common)
     return parser
@@ -277,6 +337,7 @@ def _login_parsers(
         parents=[common, config],
         help="forget an OAuth server's tokens (a running server restarts and needs a login)",
     )
+    logout.add_argument("--json", action="store_true", help="what was done, as JSON")
     logout.set_defaults(func=cmd_logout)
 
 
@@ -377,21 +438,30 @@ def _facade_parsers(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except _UsageError as exc:
+        usage = f"{exc.parser.prog}: error: {exc.message}"
+        if "--json" not in argv:
+            exc.parser.print_usage(sys.stderr)
+        print_failure("--json" in argv, ExitCode.USAGE.name, f"{exc.parser.prog}: {exc.message}", usage)
+        return ExitCode.USAGE
+    as_json = bool(getattr(args, "json", False))
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
     except CliError as exc:
-        print(f"mcp-supervisor: error: {exc}", file=sys.stderr)
+        print_failure(as_json, exc.error, str(exc), f"mcp-supervisor: error: {exc}")
         return exc.code
-    except SupervisorUnreachableError as exc:
-        print(f"mcp-supervisor: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except SupervisorError as exc:
-        print(f"mcp-supervisor: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except SupervisorError as exc:  # UNREACHABLE and UNAUTHENTICATED too
+        print_failure(as_json, exc.code, exc.message, f"mcp-supervisor: {exc}")
+        return exit_code_for(exc.code)
     except (ValueError, zmq.ZMQError) as exc:
-        print(f"mcp-supervisor: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        print_failure(as_json, ExitCode.USAGE.name, str(exc), f"mcp-supervisor: error: {exc}")
+        return ExitCode.USAGE
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # stdout's reader went away (`logs -f | head -1`): no traceback, no more output
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.FAILED

@@ -82,6 +82,7 @@ from supervisor.protocol import (
     ResourceInfo,
     ResourceResult,
     ResourceTemplateInfo,
+    ServerLog,
     ServerRequest,
     ServerStatus,
     ToolInfo,
@@ -280,6 +281,18 @@ class SupervisorClient:
         have stopped. A file that cannot be used raises ``BadRequestError`` and changes nothing."""
         return self._do(self._requests.reload(self.request_timeout))
 
+    def logs(self, server: str, *, after: int = 0, limit: int = 100) -> ServerLog:
+        """The newest ``limit`` lines of ``server``'s log (its stderr, its workers' warnings and errors)
+        whose ``seq`` is above ``after``, oldest first; ``last`` is where to follow on from
+        (``after=last``). An unknown server raises ``UnknownToolError``."""
+        return self._do(self._requests.logs(server, after, limit))
+
+    def shutdown(self, *, grace: float | None = None) -> None:
+        """Ask the supervisor to stop as SIGTERM does: calls in flight get up to ``grace`` seconds
+        (default: its ``shutdownGrace``), then every worker and server stops. Returns once it has
+        agreed, before it is gone: it stops answering when it is."""
+        self._do(self._requests.shutdown(grace))
+
     # ------------------------------------------------------------- transport
 
     def as_client(
@@ -308,7 +321,8 @@ class SupervisorClient:
             return answer_failed(request, f"{type(exc).__name__}: {exc}")
 
     def _do(self, exchange: Exchange[_T]) -> _T:
-        return exchange.parse(self._request(exchange.request, exchange.wait, exchange.progress))
+        with exchange.traced():
+            return exchange.parse(self._request(exchange.request, exchange.wait, exchange.progress))
 
     def _socket(self) -> tuple[zmq.Socket[bytes], HandshakeWatch | None]:
         sock: zmq.Socket[bytes] | None = getattr(self._local, "sock", None)

@@ -1,11 +1,11 @@
 """The commands that talk to a running supervisor (and ``keygen``), and how they print.
 
 Above: ``supervisor.cli``, which parses the arguments and calls one ``cmd_*`` function with them.
-Below: the blocking client stub (``supervisor.client``). Each command prints tables (or ``--json``)
-on stdout and raises ``CliError`` with its exit code; a command's progress and warnings go to stderr.
-
-Exit codes: 0 success; 1 the supervisor answered with an error (or a wait failed); 2 bad usage, bad
-config or bad arguments; 3 no supervisor answered.
+Below: the blocking client stub (``supervisor.client``) and ``supervisor.cli_output``. Each command
+prints tables (or with ``--json`` one JSON document) on stdout and raises ``CliError`` with its exit
+code (``supervisor.exit_codes``), or lets the client's ``SupervisorError`` go up to ``main``, which
+maps its code; a command's progress and warnings go to stderr. ``logs`` and ``shutdown`` are in
+``supervisor.daemon_commands``.
 """
 
 from __future__ import annotations
@@ -19,21 +19,18 @@ from typing import Any
 
 import msgspec
 
+from supervisor.cli_output import print_failure, print_json, print_json_line
 from supervisor.client import SupervisorClient
 from supervisor.errors import BadRequestError, SupervisorAuthenticationError, SupervisorUnreachableError
+from supervisor.exit_codes import CliError, ExitCode
 from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV, KeyFileError, key_dir, keygen
 from supervisor.protocol import RegistryChanged, StateChanged
 
-__all__ = ["EXIT_ERROR", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError"]
+__all__ = ["EXIT_ERROR", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "ExitCode"]
 
-EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+# The exit codes by their older names (``supervisor.exit_codes`` has them all).
+EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = ExitCode.FAILED, ExitCode.USAGE, ExitCode.UNREACHABLE
 WAIT_POLL_INTERVAL = 0.2  # seconds between status polls in `wait`
-
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -42,7 +39,11 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     try:
         done = keygen(directory, server=not args.client_only)
     except (OSError, KeyFileError) as exc:
-        raise CliError(f"cannot make keys in {directory}: {exc}", EXIT_USAGE) from exc
+        raise CliError(f"cannot make keys in {directory}: {exc}", ExitCode.USAGE) from exc
+    if args.json:
+        files = [{"what": what, "path": str(path)} for what, path in done]
+        print_json({"directory": str(directory), "client_only": args.client_only, "files": files})
+        return 0
     for what, path in done:
         print(f"{what:<8} {path}")
     default = key_dir() == directory  # what every command uses without --keys
@@ -68,8 +69,11 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
+    """Until every enabled server is ready: TIMEOUT when time runs out, UNREACHABLE when no supervisor
+    ever answered, FAILED (``UNAVAILABLE``) as soon as one is ``failed`` or ``needs-login``."""
     deadline = time.monotonic() + args.timeout
     waiting: list[str] = ["the supervisor"]
+    answered = False
     with SupervisorClient(args.endpoint, request_timeout=1.0, keys=args.keys) as sup:
         while time.monotonic() < deadline:
             try:
@@ -79,16 +83,27 @@ def cmd_wait(args: argparse.Namespace) -> int:
             except SupervisorUnreachableError:
                 time.sleep(WAIT_POLL_INTERVAL)
                 continue
+            answered = True
             failed = [row for row in rows if row.state in ("failed", "needs-login")]
             if failed:
                 detail = "; ".join(f"{row.server}: {row.last_error}" for row in failed)
-                raise CliError(f"server {failed[0].state.replace('-', 's ')}: {detail}")
+                message = f"server {failed[0].state.replace('-', 's ')}: {detail}"
+                raise CliError(message, ExitCode.FAILED, error="UNAVAILABLE")
             waiting = [f"{row.server} ({row.state})" for row in rows if row.state not in ("ready", "stopped")]
             if not waiting:
-                print(f"all {sum(row.state == 'ready' for row in rows)} servers ready")
+                ready = sum(row.state == "ready" for row in rows)
+                if args.json:
+                    print_json(
+                        {"ready": ready, "servers": [{"server": r.server, "state": r.state} for r in rows]}
+                    )
+                else:
+                    print(f"all {ready} servers ready")
                 return 0
             time.sleep(WAIT_POLL_INTERVAL)
-    raise CliError(f"timed out after {args.timeout:g} s waiting for: {', '.join(waiting)}")
+    message = f"timed out after {args.timeout:g} s waiting for: {', '.join(waiting)}"
+    if not answered:
+        raise CliError(f"{message} (no supervisor answered at {sup.endpoint})", ExitCode.UNREACHABLE)
+    raise CliError(message, ExitCode.TIMEOUT)
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
@@ -96,7 +111,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         tools = sup.list_tools()
     if args.json:
         fields = ("name", "server", "original_name", "description", "input_schema")
-        _print_json([{f: getattr(tool, f) for f in fields} for tool in tools])
+        print_json([{f: getattr(tool, f) for f in fields} for tool in tools])
     else:
         rows = [(t.name, t.server, (t.description.strip().splitlines() or [""])[0][:60]) for t in tools]
         _print_table(("TOOL", "SERVER", "DESCRIPTION"), rows)
@@ -107,14 +122,14 @@ def cmd_call(args: argparse.Namespace) -> int:
     try:
         arguments = json.loads(args.arguments)
     except json.JSONDecodeError as exc:
-        raise CliError(f"ARGS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
+        raise CliError(f"ARGS_JSON is not valid JSON: {exc}", ExitCode.USAGE) from exc
     if not isinstance(arguments, dict):
-        raise CliError(f"ARGS_JSON must be a JSON object, not {type(arguments).__name__}", EXIT_USAGE)
+        raise CliError(f"ARGS_JSON must be a JSON object, not {type(arguments).__name__}", ExitCode.USAGE)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     try:
         client = SupervisorClient(args.endpoint, keys=args.keys, identity=args.identity)
     except ValueError as exc:
-        raise CliError(f"--identity: {exc}", EXIT_USAGE) from exc
+        raise CliError(f"--identity: {exc}", ExitCode.USAGE) from exc
     with client as sup:
         result = sup.call_tool(
             args.name,
@@ -123,13 +138,17 @@ def cmd_call(args: argparse.Namespace) -> int:
             raise_on_error=False,
             progress=_print_progress if show_progress else None,
         )
+    if result.is_error:  # a result, not an error reply: the whole of it goes with the failure
+        if not args.json:
+            print(result.text)
+        message = f"tool {args.name!r} reported an error"
+        human = f"mcp-supervisor: TOOL_ERROR: {message}"
+        print_failure(args.json, "TOOL_ERROR", message, human, result=msgspec.to_builtins(result))
+        return ExitCode.FAILED
     if args.json:
-        _print_json(msgspec.to_builtins(result))
+        print_json(msgspec.to_builtins(result))
     else:
         print(result.text)
-    if result.is_error:
-        print(f"mcp-supervisor: TOOL_ERROR: tool {args.name!r} reported an error", file=sys.stderr)
-        return EXIT_ERROR
     return 0
 
 
@@ -145,7 +164,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         events = sup.events_endpoint()
         front = sup.front_stats()
     if args.json:
-        _print_json([msgspec.to_builtins(row) for row in rows])
+        print_json([msgspec.to_builtins(row) for row in rows])
     else:
         tokens = any(r.token_expires_at is not None for r in rows)  # a TOKEN column for OAuth servers
         pools = any(r.workers for r in rows)  # replicas and sessions: a row each, and their load
@@ -205,7 +224,7 @@ def cmd_events(args: argparse.Namespace) -> int:
             print(f"watching {events.endpoint} (Ctrl-C to stop)", file=sys.stderr)
         for event in events:
             if args.json:
-                print(json.dumps(msgspec.to_builtins(event)), flush=True)  # "type" names the event
+                print_json_line(msgspec.to_builtins(event))  # "type" names the event
             else:
                 print(_describe(event), flush=True)
             seen += 1
@@ -228,10 +247,14 @@ def _describe(event: RegistryChanged | StateChanged) -> str:
 
 
 def cmd_operate(args: argparse.Namespace) -> int:
-    """restart / stop / start SERVER."""
+    """restart / stop / start SERVER; ``--json``: the server's state once the supervisor has acted."""
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         getattr(sup, args.command)(args.server)
-    print(f"{args.command} {args.server}: done")
+        if not args.json:
+            print(f"{args.command} {args.server}: done")
+            return 0
+        state = next((row.state for row in sup.status() if row.server == args.server), None)
+    print_json({"server": args.server, "action": args.command, "state": state})
     return 0
 
 
@@ -239,7 +262,7 @@ def cmd_resources(args: argparse.Namespace) -> int:
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         resources = sup.list_resources(args.server, timeout=args.timeout)
     if args.json:
-        _print_json([msgspec.to_builtins(resource) for resource in resources])
+        print_json([msgspec.to_builtins(resource) for resource in resources])
     else:
         rows = [
             (r.server, r.uri, r.name, r.mime_type or "-", _first_line(r.description, 50)) for r in resources
@@ -252,7 +275,7 @@ def cmd_resource_templates(args: argparse.Namespace) -> int:
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         templates = sup.list_resource_templates(args.server, timeout=args.timeout)
     if args.json:
-        _print_json([msgspec.to_builtins(template) for template in templates])
+        print_json([msgspec.to_builtins(template) for template in templates])
     else:
         rows = [(t.server, t.uri_template, t.name, _first_line(t.description, 50)) for t in templates]
         _print_table(("SERVER", "URI_TEMPLATE", "NAME", "DESCRIPTION"), rows)
@@ -263,7 +286,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         result = sup.read_resource(args.server, args.uri, timeout=args.timeout)
     if args.json:
-        _print_json(msgspec.to_builtins(result))
+        print_json(msgspec.to_builtins(result))
     else:
         print(result.text)
     return 0
@@ -273,7 +296,7 @@ def cmd_prompts(args: argparse.Namespace) -> int:
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         prompts = sup.list_prompts(args.server, timeout=args.timeout)
     if args.json:
-        _print_json([msgspec.to_builtins(prompt) for prompt in prompts])
+        print_json([msgspec.to_builtins(prompt) for prompt in prompts])
     else:
         rows = [
             (p.name, p.server, _prompt_arguments(p.arguments) or "-", _first_line(p.description, 50))
@@ -287,13 +310,15 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     try:
         arguments = json.loads(args.arguments)
     except json.JSONDecodeError as exc:
-        raise CliError(f"ARGS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
+        raise CliError(f"ARGS_JSON is not valid JSON: {exc}", ExitCode.USAGE) from exc
     if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
-        raise CliError('ARGS_JSON must be a JSON object of strings, e.g. \'{"city": "Paris"}\'', EXIT_USAGE)
+        raise CliError(
+            'ARGS_JSON must be a JSON object of strings, e.g. \'{"city": "Paris"}\'', ExitCode.USAGE
+        )
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         result = sup.get_prompt(args.name, arguments, server=args.server, timeout=args.timeout)
     if args.json:
-        _print_json(msgspec.to_builtins(result))
+        print_json(msgspec.to_builtins(result))
     else:
         print(result.text)
     return 0
@@ -314,9 +339,9 @@ def cmd_reload(args: argparse.Namespace) -> int:
         try:
             summary = sup.reload()
         except BadRequestError as exc:  # the file cannot be used; the supervisor runs as it was
-            raise CliError(exc.message, EXIT_USAGE) from exc
+            raise CliError(exc.message, ExitCode.USAGE, error=exc.code) from exc
     if args.json:
-        _print_json(msgspec.to_builtins(summary))
+        print_json(msgspec.to_builtins(summary))
         return 0
     print(f"reloaded {summary.config}")
     for label in ("added", "removed", "changed", "unchanged", "settings"):
@@ -326,10 +351,6 @@ def cmd_reload(args: argparse.Namespace) -> int:
 
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

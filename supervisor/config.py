@@ -4,7 +4,8 @@ on its own: a broken one becomes a :class:`ConfigProblem`, the rest still load; 
 
 Above: the CLI and the supervisor, which load the file and reload it (``supervisor.reload``). Below:
 the data model this builds (``supervisor.config_model``, every name of which is importable from
-here too) and the JSON decoding and messages (``supervisor.config_json``).
+here too), the JSON decoding and messages (``supervisor.config_json``), and the HTTP listener's
+address check (``supervisor.web.address``).
 """
 
 import os
@@ -45,6 +46,7 @@ from supervisor.config_model import (
 )
 from supervisor.config_oauth import HTTP_URL, oauth_spec
 from supervisor.policy import POLICY_KEYS, RestartPolicy
+from supervisor.web.address import parse_address
 
 __all__ = ["DEFAULT_TOOL_TIMEOUT", "Config", "ConfigError", "ConfigProblem", "MissingVariable"]
 __all__ += ["OAuthSpec", "RootEntry", "SamplingHook", "ServerConfig", "ServerSpec", "SupervisorSettings"]
@@ -209,6 +211,11 @@ def _supervision(raw: msgspec.Raw | None, where: str) -> tuple[SupervisorSetting
         raise fail(explain(str(exc), SupervisorSettings)) from None
     check_numbers(settings, fail)
     check_numbers(defaults, fail)
+    if settings.metrics is not None:
+        try:
+            parse_address(settings.metrics)
+        except ValueError as exc:
+            raise fail(f"field 'metrics': {exc}") from None
     return settings, defaults
 
 

@@ -14,7 +14,12 @@ table (``supervisor.calls``: calls in flight, deadlines, admission, answers), th
 reloads (``supervisor.reloading``), the registry and the publisher (``supervisor.publisher``:
 events). The ``Supervisor`` itself binds the sockets, runs the tasks (receiving, the deadline timer,
 the beacon, reaping), dispatches each request to its owner, drains on shutdown, and is the
-``PoolOwner`` every server talks to.
+``PoolOwner`` every server talks to. It keeps every server's log lines (``supervisor.worker_log``:
+``GetLogs``), and a ``Shutdown`` request sets ``shutdown_requested``, which ``supervisor.daemon``
+waits for beside the signals. The HTTP listener (``supervisor.web.site``) gives it the call table's
+meter (``meter``), hears every event it publishes (``watch_events``), and reads its status rows
+(``status``) and ``received``, the count of front messages. Under systemd, ``supervisor.service``
+hears every event too, and every reload (``watch_reloads``).
 
 A call its worker does not answer in time is answered ``TIMEOUT`` by the deadline timer a margin
 later; when a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR`` when a remote
@@ -24,6 +29,7 @@ server's connection was lost).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Final, assert_never
 
 import msgspec
@@ -32,7 +38,7 @@ import zmq
 
 from supervisor._process import become_subreaper, reap_on_sigchld
 from supervisor._zmq import Poller, TrioSocket, bind_publisher, bind_router
-from supervisor.calls import CallTable
+from supervisor.calls import CallMeter, CallTable
 from supervisor.config import Config, ServerSpec, SupervisorSettings
 from supervisor.crew import Crew
 from supervisor.curve import Gate
@@ -47,9 +53,11 @@ from supervisor.protocol import (
     Cancel,
     Done,
     ErrorCode,
+    Event,
     FrontReply,
     FrontRequest,
     FrontStats,
+    GetLogs,
     GetPrompt,
     GetStatus,
     ListPrompts,
@@ -60,6 +68,7 @@ from supervisor.protocol import (
     ReadResource,
     Reload,
     Restart,
+    Shutdown,
     Start,
     StatusReply,
     Stop,
@@ -69,11 +78,12 @@ from supervisor.protocol import (
 )
 from supervisor.publisher import Publisher
 from supervisor.registry import Registry
-from supervisor.reloading import Reloads
+from supervisor.reloading import Reloads, ReloadWatcher
 from supervisor.repeats import Repeats
 from supervisor.router import Router
 from supervisor.spawn import Spawner, SpawnMode, WorkerProcess
 from supervisor.worker_link import WorkerLink
+from supervisor.worker_log import LogBook, LogRing
 
 __all__ = ["Supervisor"]
 
@@ -91,8 +101,10 @@ class Supervisor:
         worker_endpoint: str,
         events_endpoint: str | None = None,
         curve: ServerKeys | None = None,
+        meter: CallMeter | None = None,
     ) -> None:
-        """``curve``: the front and events sockets are CURVE servers letting in only allowed keys."""
+        """``curve``: the front and events sockets are CURVE servers letting in only allowed keys;
+        ``meter``: what measures tool calls (``supervisor.metrics``), when the HTTP listener is on."""
         self.curve = curve
         self.endpoint = endpoint
         self.worker_endpoint = worker_endpoint
@@ -101,6 +113,7 @@ class Supervisor:
         self.spawner = Spawner()
         self.stats = FrontStats()  # what the front door refused or dropped since the start (counts only)
         self._repeats = Repeats(log)  # timeouts, overloads, malformed frames: a few lines a second
+        self.logs = LogBook()  # every server's recent stderr lines and its workers' warnings (first)
         self.crew = Crew(config, self)
         self.servers = self.crew.servers  # the same dict, in config order
         self._front = FrontDoor(
@@ -118,7 +131,9 @@ class Supervisor:
             self._repeats,
             lambda: self.servers,
             self._worker_idle,
+            meter,
         )
+        self.received = 0  # front messages received since the start (for the metrics)
         self._link = WorkerLink(
             calls=self.calls, reply=self._front.reply, repeats=self._repeats, settled=self._check_idle
         )
@@ -149,6 +164,8 @@ class Supervisor:
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._gate: Gate | None = None
         self._tasks: trio.Nursery | None = None  # where servers and reloads run
+        self.shutdown_requested = trio.Event()  # a front ``Shutdown`` asked us to stop
+        self.shutdown_grace: float | None = None  # its grace (None: the config's shutdownGrace)
 
     @property
     def config(self) -> Config:
@@ -230,6 +247,10 @@ class Supervisor:
         assert self._tasks is not None
         self._reloads.start_soon(self._tasks, caller, id)
 
+    def watch_reloads(self, watcher: ReloadWatcher) -> None:
+        """From now on ``watcher`` hears when each reload begins and ends (``supervisor.service``)."""
+        self._reloads.watchers.append(watcher)
+
     def _check_idle(self) -> None:
         if self._draining and not self.calls:
             self._idle.set()
@@ -250,6 +271,9 @@ class Supervisor:
     async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
         return await self.spawner.spawn(name, mode)
 
+    def log_ring(self, server: str) -> LogRing:
+        return self.logs.ring(server)
+
     def attach(self, identity: bytes, keeper: Keeper) -> None:
         self._link.attach(identity, keeper)
 
@@ -258,6 +282,11 @@ class Supervisor:
         self._link.detach(identity)
         self.calls.worker_gone(identity, code, reason)
         self._check_idle()
+
+    def watch_events(self, listener: Callable[[Event], None]) -> None:
+        """Hear every event published, in-process (the status page's live feed); ``listener`` must
+        not block or raise."""
+        self._events.listeners.append(listener)
 
     def drop_tools(self, server: str) -> None:
         self._events.registry_changed(server, self.registry.remove(server))
@@ -321,6 +350,7 @@ class Supervisor:
             if link_batch:
                 self._link.receive(link_batch)
             if front_batch:
+                self.received += len(front_batch)
                 self._front.receive(front_batch)
             if self._served is not None:
                 self._served.set()
@@ -334,7 +364,7 @@ class Supervisor:
                 tools = self.registry.tools()
                 self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
             case GetStatus(id=id):
-                self._reply(caller, self._status(id))
+                self._reply(caller, self.status(id))
             case Restart() | Stop() | Start():
                 self._reply(caller, self.crew.operate(request))
             case Ping(id=id):
@@ -352,10 +382,22 @@ class Supervisor:
             case Cancel():  # no reply of its own: the cancelled request is answered CANCELLED
                 self._router.cancel(caller, request)
                 self._check_idle()
+            case GetLogs():
+                self._reply(caller, self.logs.answer(request, self.servers))
+            case Shutdown():
+                self._reply(caller, self._shutdown(request))
             case _:
                 assert_never(request)
 
-    def _status(self, id: int) -> StatusReply:
+    def _shutdown(self, request: Shutdown) -> Done:
+        """Answered before the drain starts: ``supervisor.daemon`` then stops as for SIGTERM."""
+        if not self.shutdown_requested.is_set():
+            self.shutdown_grace = request.grace
+            self.shutdown_requested.set()
+        return Done(id=request.id)
+
+    def status(self, id: int = 0) -> StatusReply:
+        """Every server's row and the front door's figures (``status``; the HTTP listener's too)."""
         rows = [server.status() for server in self.servers.values()]
         front = msgspec.structs.replace(self.stats, clients=self.calls.clients, in_flight=self.calls.held)
         return StatusReply(id=id, servers=rows, events=self.events_endpoint, front=front)

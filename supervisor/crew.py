@@ -77,7 +77,7 @@ class Crew:
             known = ", ".join(other for other in self.servers if other not in self._retiring) or "none"
             gone = " (removed from the config by a reload)" if name in self._retiring else ""
             message = f"no server named {name!r}{gone} (servers: {known})"
-            return ErrorReply(id=request.id, code="BAD_REQUEST", message=message)
+            return ErrorReply(id=request.id, code="UNKNOWN_TOOL", message=message)  # as the router's
         match request:
             case Restart():
                 acted = server.request_restart()

@@ -6,9 +6,12 @@ Above: ``SupervisorClient`` (``supervisor.client``) and ``AsyncSupervisorClient`
 carry it over their socket (blocking, or async) and hand the reply to ``parse``. Below: the front
 protocol (``supervisor.protocol``) and the exceptions of ``supervisor.errors``. No I/O here, so the
 two clients cannot drift: a request's arguments are checked, its id taken and its reply read in one
-place. A client that stops waiting for a request's terminal reply (its task cancelled, its caller
-interrupted, its wait over) sends ``Requests.cancel`` for it, on the socket that sent the request:
-the supervisor then answers the request ``CANCELLED`` (a reply nobody reads) and tells its server.
+place. A tool call made in an application that uses OpenTelemetry gets a CLIENT span from the
+application's tracer provider, whose context goes to the supervisor (``supervisor.tracing``); the
+clients wait for its reply inside ``Exchange.traced``. A client that stops waiting for a request's
+terminal reply (its task cancelled, its caller interrupted, its wait over) sends ``Requests.cancel``
+for it, on the socket that sent the request: the supervisor then answers the request ``CANCELLED``
+(a reply nobody reads) and tells its server.
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ import math
 import os
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import msgspec
 
+from supervisor import tracing
 from supervisor.errors import SupervisorError, ToolExecutionError, error_for
 from supervisor.protocol import (
+    MAX_GRACE,
     MAX_IDENTITY,
     Answer,
     CallResult,
@@ -36,6 +42,7 @@ from supervisor.protocol import (
     FrontReply,
     FrontRequest,
     FrontStats,
+    GetLogs,
     GetPrompt,
     GetStatus,
     Listing,
@@ -43,6 +50,7 @@ from supervisor.protocol import (
     ListResources,
     ListResourceTemplates,
     ListTools,
+    LogLines,
     Ping,
     ProgressCallback,
     PromptInfo,
@@ -55,8 +63,10 @@ from supervisor.protocol import (
     ResourceResult,
     ResourceTemplateInfo,
     Restart,
+    ServerLog,
     ServerRequest,
     ServerStatus,
+    Shutdown,
     Start,
     StatusReply,
     Stop,
@@ -65,6 +75,9 @@ from supervisor.protocol import (
     ToolResult,
     total_decoder,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 __all__ = [
     "ELICITATION",
@@ -113,6 +126,11 @@ class Exchange(Generic[_T]):
     parse: Callable[[FrontReply], _T]  # raises the SupervisorError an ErrorReply stands for
     wait: float | None = None  # seconds for the reply; None: the client's request_timeout
     progress: ProgressCallback | None = None  # for CallProgress replies, while it waits
+    span: Span | None = None  # a tool call's CLIENT span, in an application that traces
+
+    def traced(self) -> AbstractContextManager[None]:
+        """Around the wait for the reply: the call's span current, ended with the outcome."""
+        return tracing.traced(self.span)
 
 
 def openai_tool(tool: ToolInfo) -> dict[str, Any]:
@@ -226,6 +244,8 @@ class Requests:
         raise_on_error: bool,
         progress: ProgressCallback | None,
     ) -> Exchange[ToolResult]:
+        span = tracing.client_span(name)  # None: the application has no trace to join
+        traceparent, tracestate = ("", "") if span is None else tracing.wire_context(span)
         request = CallTool(
             id=next(self._ids),
             name=name,
@@ -234,9 +254,11 @@ class Requests:
             progress=progress is not None,
             client=self.identity,
             answers=self.answers,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
         return Exchange(
-            request, lambda reply: _result(reply, name, raise_on_error), _call_wait(timeout), progress
+            request, lambda reply: _result(reply, name, raise_on_error), _call_wait(timeout), progress, span
         )
 
     def list_resources(self, server: str | None, timeout: float | None) -> Exchange[list[ResourceInfo]]:
@@ -294,6 +316,17 @@ class Requests:
     def reload(self, request_timeout: float) -> Exchange[ReloadSummary]:
         wait = max(request_timeout, RELOAD_WAIT)
         return Exchange(Reload(id=next(self._ids)), lambda reply: _expect(reply, Reloaded).summary, wait)
+
+    def logs(self, server: str, after: int, limit: int) -> Exchange[ServerLog]:
+        if after < 0 or limit < 0:
+            raise ValueError(f"after and limit must be >= 0, not {after!r} and {limit!r}")
+        request = GetLogs(id=next(self._ids), server=server, after=after, limit=limit)
+        return Exchange(request, lambda reply: _expect(reply, LogLines).log)
+
+    def shutdown(self, grace: float | None) -> Exchange[None]:
+        if grace is not None and not (0 <= grace <= MAX_GRACE):  # NaN too
+            raise ValueError(f"grace must be 0 to {MAX_GRACE:g} seconds, not {grace!r}")
+        return Exchange(Shutdown(id=next(self._ids), grace=grace), _done)
 
     @staticmethod
     def cancel(id: int) -> Cancel:

@@ -5,7 +5,7 @@ worker incarnation and relays operator commands; the keeper reaches it only
 through ``KeeperOwner``, the few things it needs of it. Below: one worker process
 (``python -m workers NAME``), whose stdin is its lifeline (a boot line, then
 held open until we want it gone) and whose stderr carries its log lines and
-its server's stderr into our log (``WorkerLog``).
+its server's stderr into our log and the server's ring buffer (``WorkerLog``).
 
 States: ``starting -> ready``; when the worker ends, ``restarting ->
 starting`` after the policy's delay, or ``failed`` when the policy gives up
@@ -41,6 +41,7 @@ from typing import Any, Final, Protocol
 import msgspec
 import trio
 
+from supervisor import tracing
 from supervisor.boot import Ended, Outcome, WorkerBoot
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.heartbeats import Heartbeats
@@ -57,7 +58,7 @@ from supervisor.protocol import (
 from supervisor.reaping import close_lifeline, reap
 from supervisor.spawn import SpawnMode, WorkerProcess
 from supervisor.tokens import TokenFile
-from supervisor.worker_log import WorkerLog
+from supervisor.worker_log import LogRing, WorkerLog
 
 __all__ = ["Keeper", "KeeperOwner"]
 
@@ -106,6 +107,10 @@ class KeeperOwner(Protocol):
         """Every live worker's pid, and the zygote's."""
         ...
 
+    def log_ring(self, server: str) -> LogRing:
+        """Where the lines of ``server``'s stderr and its workers' warnings are kept (``logs``)."""
+        ...
+
 
 class Keeper:
     """Keeps one server's worker running, one incarnation at a time."""
@@ -142,7 +147,7 @@ class Keeper:
         self.last_heard: float | None = None  # when the live worker last said anything
         self._heartbeats: Heartbeats | None = None  # the live incarnation's
         self.spawning = False  # a worker process is being forked (its pid is not known yet)
-        self.worker_log = WorkerLog(self.label)
+        self.worker_log = WorkerLog(self.label, owner.log_ring(spec.name))
         self._want_running = not spec.disabled  # False after an operator's stop
         self._restarting = False  # an operator's restart is under way: more of them coalesce
         self._why = "stopped by an operator"  # what the calls of an incarnation we end are told
@@ -342,6 +347,7 @@ class Keeper:
             identity=identity.decode(),
             spec=self.spec,
             log_level=logging.getLogger("mcp_supervisor").getEffectiveLevel(),
+            tracing=tracing.on,
         )
         self.state = "starting"
         self._started_at = trio.current_time()

@@ -28,10 +28,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import trio
 
+from supervisor.cli_output import print_json
 from supervisor.client import SupervisorClient
-from supervisor.commands import EXIT_USAGE, CliError
 from supervisor.config import ConfigError, ServerSpec, load_config
 from supervisor.errors import SupervisorUnreachableError
+from supervisor.exit_codes import CliError, ExitCode
 from supervisor.tokens import TokenFile
 
 __all__ = ["Redirect", "cmd_login", "cmd_logout", "parse_redirect"]
@@ -76,18 +77,18 @@ def _server(args: argparse.Namespace) -> ServerSpec:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from exc
+        raise CliError(str(exc), ExitCode.USAGE) from exc
     spec = config.servers.get(args.server)
     if spec is None:
         why = next((p.message for p in config.problems if p.server == args.server), None)
         if why is not None:
-            raise CliError(f"{config.path}: {why}", EXIT_USAGE)
+            raise CliError(f"{config.path}: {why}", ExitCode.USAGE)
         known = ", ".join(config.servers) or "none"
-        raise CliError(f"{config.path}: no server named {args.server!r} (servers: {known})", EXIT_USAGE)
+        raise CliError(f"{config.path}: no server named {args.server!r} (servers: {known})", ExitCode.USAGE)
     if spec.oauth is None or spec.url is None:
         raise CliError(
             f'server {spec.name!r} has no "oauth" in {config.path}: only remote servers with "oauth" log in',
-            EXIT_USAGE,
+            ExitCode.USAGE,
         )
     return spec
 
@@ -109,39 +110,45 @@ def cmd_login(args: argparse.Namespace) -> int:
     expires = file.expires_at()
     left = f"; the access token expires in {expires - time.time():.0f} s" if expires else ""
     print(f"logged in to {spec.name!r}: {tools} tools; tokens kept in {file.path}{left}")
-    _tell_supervisor(args, spec.name, "start")
+    print(_tell_supervisor(args, spec.name, "start"))
     return 0
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
+    """Forget a server's tokens; ``--json``: ``{"server", "forgot", "token_file", "supervisor"}``."""
     spec = _server(args)
     assert spec.url is not None
     file = TokenFile(spec.name, spec.url)
-    if file.remove():
+    forgot = file.remove()
+    told = _tell_supervisor(args, spec.name, "restart")
+    if args.json:
+        print_json({"server": spec.name, "forgot": forgot, "token_file": str(file.path), "supervisor": told})
+        return 0
+    if forgot:
         print(f"forgot the tokens of {spec.name!r} ({file.path})")
     else:
         print(f"no tokens were kept for {spec.name!r}")
-    _tell_supervisor(args, spec.name, "restart")
+    print(told)
     return 0
 
 
-def _tell_supervisor(args: argparse.Namespace, name: str, what: str) -> None:
-    """After login, start a server held in needs-login (or failed); after logout, restart a running one."""
+def _tell_supervisor(args: argparse.Namespace, name: str, what: str) -> str:
+    """After login, start a server held in needs-login (or failed); after logout, restart a running one.
+    What happened, in a sentence."""
     try:
         with SupervisorClient(args.endpoint, request_timeout=3.0, keys=args.keys) as sup:
             row = next((row for row in sup.status() if row.server == name), None)
             if row is None:
-                print(f"the running supervisor has no server {name!r} (reload it to add it)")
-            elif what == "start" and row.state in ("needs-login", "failed"):
+                return f"the running supervisor has no server {name!r} (reload it to add it)"
+            if what == "start" and row.state in ("needs-login", "failed"):
                 sup.start(name)
-                print(f"server {name!r} is starting (it was {row.state})")
-            elif what == "restart" and row.state not in ("stopped", "needs-login"):
+                return f"server {name!r} is starting (it was {row.state})"
+            if what == "restart" and row.state not in ("stopped", "needs-login"):
                 sup.restart(name)
-                print(f"server {name!r} restarted: it needs 'mcp-supervisor login {name}' now")
-            else:
-                print(f"server {name!r} is {row.state}")
+                return f"server {name!r} restarted: it needs 'mcp-supervisor login {name}' now"
+            return f"server {name!r} is {row.state}"
     except SupervisorUnreachableError:
-        print("no supervisor is running; the tokens are used when it starts")
+        return "no supervisor is running; the tokens are used when it starts"
 
 
 # ---------------------------------------------------------------- the flow

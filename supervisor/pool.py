@@ -40,6 +40,7 @@ from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.keeper import Keeper
 from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerStatus, WorkerTool
 from supervisor.spawn import SpawnMode, WorkerProcess
+from supervisor.worker_log import LogRing
 
 __all__ = ["PoolOwner", "Refusal", "Server"]
 
@@ -99,6 +100,8 @@ class PoolOwner(Protocol):
     async def idle(self, worker: bytes) -> None:
         """Return once that worker incarnation has no request pending."""
         ...
+
+    def log_ring(self, server: str) -> LogRing: ...
 
 
 class Server:
@@ -243,6 +246,9 @@ class Server:
 
     def own_children(self) -> set[int]:
         return self.owner.own_children()
+
+    def log_ring(self, server: str) -> LogRing:
+        return self.owner.log_ring(server)
 
     # ------------------------------------------------------------ operators
 

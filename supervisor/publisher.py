@@ -1,7 +1,9 @@
 """The events the supervisor publishes: registry changes, state changes, and the version beacon.
 
 Above: the supervisor, which reports each change as it makes it. Below: the events PUB socket
-(``socket``, set once bound), which ``supervisor.events`` subscribes to on the agents' side.
+(``socket``, set once bound), which ``supervisor.events`` subscribes to on the agents' side, and the
+in-process ``listeners`` (the status page's live feed, ``supervisor.web.feed``), which must neither
+block nor raise.
 Fire and forget: a subscriber too slow to keep up loses events and sees a version gap (the beacon
 says the registry's version every second, so a subscriber that missed a change notices).
 """
@@ -9,6 +11,7 @@ says the registry's version every second, so a subscriber that missed a change n
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Final
 
@@ -35,6 +38,7 @@ BEACON_INTERVAL: Final = 1.0  # seconds between RegistryVersion events
 class Publisher:
     def __init__(self, registry: Registry, repeats: Repeats) -> None:
         self.socket: zmq.Socket[bytes] | None = None
+        self.listeners: list[Callable[[Event], None]] = []  # in-process subscribers
         self._registry = registry
         self._repeats = repeats
 
@@ -61,6 +65,8 @@ class Publisher:
             await trio.sleep(BEACON_INTERVAL)
 
     def publish(self, event: Event) -> None:
+        for listener in self.listeners:
+            listener(event)
         if self.socket is not None:
             with suppress(zmq.Again):
                 self.socket.send_multipart([EVENT_TOPICS[type(event)], encode(event)], zmq.NOBLOCK)

@@ -7,13 +7,14 @@ changed) and the crew, which applies it.
 Requests that come while a reload waits for the one under way join it: each is answered by a reload
 that read the file after it came, and a flood of them costs one reload, not one each. A file that
 cannot be used as a whole changes nothing (``ReloadRejected``, logged, and ``BAD_REQUEST`` to the
-requests waiting for it).
+requests waiting for it). Watchers (``supervisor.service``) hear when each reload begins and ends.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
@@ -24,9 +25,19 @@ from supervisor.protocol import ErrorReply, FrontReply, Reloaded, ReloadSummary
 from supervisor.registry import Registry
 from supervisor.reload import ReloadRejected, plan_reload
 
-__all__ = ["Reloads"]
+__all__ = ["ReloadWatcher", "Reloads"]
 
 log = logging.getLogger("mcp_supervisor")
+
+
+class ReloadWatcher(Protocol):
+    def reloading(self) -> None:
+        """A reload begins."""
+        ...
+
+    def reloaded(self, rejected: str | None) -> None:
+        """The reload is over: applied (``rejected`` None), or not, and why."""
+        ...
 
 
 class Reloads:
@@ -50,6 +61,7 @@ class Reloads:
         self._draining = draining
         self._lock = trio.Lock()  # one reload at a time
         self._next: list[tuple[bytes, int]] | None = None  # who waits for the reload not yet begun
+        self.watchers: list[ReloadWatcher] = []
 
     def start_soon(self, nursery: trio.Nursery, caller: bytes | None = None, id: int = 0) -> None:
         """Start a reload in ``nursery`` (SIGHUP, or a front request from ``caller``, answered when it
@@ -65,6 +77,8 @@ class Reloads:
     async def _reload_for(self, waiters: list[tuple[bytes, int]]) -> None:
         async with self._lock:
             self._next = None  # requests from now on wait for the next reload
+            for watcher in self.watchers:
+                watcher.reloading()
             try:
                 outcome: ReloadSummary | ErrorReply = await self._reload()
             except ReloadRejected as exc:  # logged
@@ -73,6 +87,8 @@ class Reloads:
                 log.exception("reload failed")
                 message = f"reload failed: {type(exc).__name__}: {exc}"
                 outcome = ErrorReply(id=0, code="INTERNAL", message=message)
+            for watcher in self.watchers:
+                watcher.reloaded(None if isinstance(outcome, ReloadSummary) else outcome.message)
         for caller, id in waiters:
             reply: FrontReply = (
                 Reloaded(id=id, summary=outcome)

@@ -14,6 +14,10 @@ and prompts travel the same way as ``Fetch``: a read names its server, a prompt'
 routed by the server prefix it carries, and a listing without a server is sent to every ready
 worker and gathered into one ``Listing`` (a server that fails is named in it, not fatal to it).
 
+While tracing (``supervisor.tracing.on``), each tool call gets a span ``route NAME`` from its arrival
+here: ended here when the call is answered at once (refused), else carried by its pending entry to
+the call table, which ends it with the terminal reply; its context goes to the worker in ``Invoke``.
+
 A caller's ``Cancel`` of its own request in flight is answered by the call table (``CANCELLED``, to
 the cancelled request) and passed on to the worker as ``Abort``, which sends the server the MCP
 cancellation; the worker's late answer, if any, is dropped as late answers are.
@@ -25,10 +29,11 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from supervisor import tracing
 from supervisor._zmq import Unroutable
 from supervisor.calls import CallTable, Gather, Pending, peer
 from supervisor.keeper import Keeper
@@ -54,6 +59,9 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.registry import Registry, server_of
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 __all__ = ["Router"]
 
@@ -91,8 +99,20 @@ class Router:
         self._draining = draining
         self._clock = clock
         self._deadline_added = deadline_added
+        self._routing: Span | None = None  # while tracing: the span of the call being routed, until sent
 
     def call(self, caller: bytes, request: CallTool) -> None:
+        if not tracing.on:
+            self._call(caller, request)
+            return
+        self._routing = tracing.route_span(request.name, request.traceparent, request.tracestate)
+        try:
+            self._call(caller, request)
+        finally:
+            if self._routing is not None:  # neither sent nor answered: a bug, said by the span too
+                self._refused("INTERNAL", "the call was neither sent nor answered")
+
+    def _call(self, caller: bytes, request: CallTool) -> None:
         if self._draining():
             self._error(caller, request.id, "UNAVAILABLE", "the supervisor is shutting down")
             return
@@ -113,6 +133,7 @@ class Router:
             return
         budget = server.spec.tool_timeout if request.timeout is None else request.timeout
         if not self._calls.admit(caller, request.id):
+            self._refused("OVERLOADED", "refused by admission")
             return
         call = self._calls.new_call()
         invoke = Invoke(
@@ -125,6 +146,10 @@ class Router:
             answers=request.answers,
         )
         pending = Pending(caller, request.id, b"", server.name, route.tool, progress=request.progress)
+        if self._routing is not None:  # traced: the span goes with the call, its context to the worker
+            tracing.routed(self._routing, server.name, route.tool)
+            invoke.traceparent, invoke.tracestate = tracing.wire_context(self._routing)
+            pending.span, self._routing = self._routing, None
         self._dispatch(server, client, call, encode(invoke), pending, budget)
 
     def list(self, caller: bytes, request: ListResources | ListResourceTemplates | ListPrompts) -> None:
@@ -323,4 +348,11 @@ class Router:
         self._deadline_added(self._calls.remember(call, pending, budget, self._clock()))
 
     def _error(self, caller: bytes, id: int, code: ErrorCode, message: str) -> None:
+        self._refused(code, message)
         self._reply(caller, ErrorReply(id=id, code=code, message=message))
+
+    def _refused(self, code: ErrorCode, message: str) -> None:
+        """The call being routed is answered at once: its span, if any, ends with the error."""
+        if self._routing is not None:
+            tracing.end_route(self._routing, code, message)
+            self._routing = None

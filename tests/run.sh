@@ -16,6 +16,15 @@ PATH="$node_bin:$PATH" .venv/bin/npm ci --prefix tests/npm --no-audit --no-fund 
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 
+# Headless Chromium and its driver for the status page's browser tests (Debian's packages; CI runs
+# as root on Debian 12). Without /usr/bin/chromedriver those tests are skipped, saying why.
+if [ ! -x /usr/bin/chromedriver ] && command -v apt-get >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y chromium chromium-driver \
+    || { apt-get update && apt-get install -y chromium chromium-driver; } \
+    || echo "tests/run.sh: could not install chromium and chromium-driver; the browser tests will be skipped" >&2
+fi
+
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

@@ -15,6 +15,11 @@ that asks for progress gets the server's notifications as ``InvokeProgress`` (co
 ``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
 finished by the session's callbacks (``_provide_input``).
 
+While tracing (``supervisor.tracing.on``), each ``Invoke`` is served inside its span ``tools/call
+TOOL``, child of the supervisor's span the ``Invoke`` names, with the call's outcome; the request to
+the server is a CLIENT span inside it, whose context the server gets in the request's ``_meta``
+(the SDK's on a remote server, ``tracing.sending`` on the hot path).
+
 Each call runs under its own ``trio.CancelScope`` (its budget's deadline), kept by call id while it
 runs: an ``Abort`` (its caller cancelled it, and the supervisor has answered) cancels that scope,
 which sends the server ``notifications/cancelled`` for the request as expiry does (the hot path's
@@ -46,6 +51,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from supervisor import tracing
 from supervisor.protocol import (
     Abort,
     Answered,
@@ -178,9 +184,19 @@ class Calls:
     def _fail(self, running: Running, code: ErrorCode, message: str) -> None:
         """Answer a call with an error, unless its caller cancelled it (then nothing is sent)."""
         if not running.aborted:
+            if tracing.on:
+                tracing.outcome(code, message)
             self._link.fail(running.call, code, message)
 
     async def _serve_call(self, client: Client, invoke: Invoke, running: Running) -> None:
+        if not tracing.on:
+            return await self._call(client, invoke, running)
+        with tracing.serving(invoke.tool, invoke.traceparent, invoke.tracestate):
+            await self._call(client, invoke, running)
+            if running.aborted:
+                tracing.outcome("CANCELLED", "cancelled by the caller")
+
+    async def _call(self, client: Client, invoke: Invoke, running: Running) -> None:
         try:
             arguments = decode_arguments(invoke.arguments)
         except InvalidArguments as exc:
@@ -227,7 +243,8 @@ class Calls:
                 if relay.hold(progress, total, message):
                     tasks.start_soon(relay.pace)  # it sends nothing once the relay is closed
 
-        raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold)
+        with tracing.sending("tools/call", tool) as meta:
+            raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold, meta)
         result = decode_tool_result(raw)
         if result is None:  # the server asks for input first: the session's callbacks answer
             return to_tool_result(await _provide_input(client, tool, arguments, raw, relay))
@@ -324,6 +341,8 @@ class Calls:
             log.exception("%s failed", what)
             return fail("INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
         if not running.aborted:
+            if tracing.on:
+                tracing.outcome(None)
             self._link.send(InvokeResult(call=running.call, result=msgspec.Raw(result)))
 
     def _progress_relay(self, running: Running) -> ProgressRelay:

@@ -7,16 +7,18 @@ writes on stdout is offered here first (``take``), before anything parses it.
 
 A request is written as JSON by msgspec, with an id above ``OWN_IDS`` (far from the session's,
 which count up from 0) and the ``_meta`` the session stamps on its own (``envelope``); with a
-progress callback, that id is its progress token too. Its answer is recognised by its id and
-handed back as raw JSON; its ``notifications/progress`` go to the request's callback as they are
-read. An answer nested too deeply to decode still ends its request at once (``_answer_id`` finds
-its id without recursing). Cancelled, a request sends the server ``notifications/cancelled``.
+progress callback, that id is its progress token too; while tracing, ``_meta`` carries the trace
+context as well. Its answer is recognised by its id and handed back as raw JSON; its
+``notifications/progress`` go to the request's callback as they are read. An answer nested too
+deeply to decode still ends its request at once (``_answer_id`` finds its id without recursing).
+Cancelled, a request sends the server ``notifications/cancelled``.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 import mcp_types as types
@@ -93,15 +95,21 @@ class OwnRequests:
         self.envelope: dict[str, Any] | None = None  # ``_meta`` for our requests (``workers.sdk.envelope``)
 
     async def request(
-        self, method: str, params: dict[str, Any], progress: ProgressCallback | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        progress: ProgressCallback | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> msgspec.Raw:
         """Send a request of the worker's own and return its result as raw JSON.
 
         The request carries the ``_meta`` the session stamps on its own (the 2026-07-28 envelope:
         protocol version, client info and capabilities; nothing on older protocol versions), and
         with ``progress`` a progress token: the server's progress notifications for it are handed
-        to ``progress`` as they are read, so all of them before the answer. A JSON-RPC error, or
-        the server's stdout ending first, raises ``MCPError``, as the session's requests do.
+        to ``progress`` as they are read, so all of them before the answer; ``trace`` adds the
+        entries that carry the trace context (``traceparent``, ``tracestate``: see
+        ``supervisor.tracing.sending``). A JSON-RPC error, or the server's stdout ending first,
+        raises ``MCPError``, as the session's requests do.
         Cancelled, it sends the server ``notifications/cancelled``.
         """
         if self._closed:
@@ -111,6 +119,8 @@ class OwnRequests:
         meta = self.envelope
         if progress is not None:
             meta = {**(meta or {}), "progressToken": request_id}
+        if trace:
+            meta = {**(meta or {}), **trace}
         if meta is not None:
             params = {**params, "_meta": meta}
         pending = self._pending[request_id] = _Pending(progress)

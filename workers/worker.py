@@ -41,6 +41,9 @@ Log records and the server's stderr go to this process's stderr, one line each, 
 ``<levelno> <text>`` or ``S <server stderr line>`` (``workers.logs``, in ``supervisor.boot``'s
 format); the supervisor's keeper reads them into its own log (``supervisor.worker_log``).
 
+With ``tracing`` in its boot line, the worker traces its calls (``supervisor.tracing``, configured
+here, after the fork) and exports its last spans, bounded, as it exits.
+
 Nothing the supervisor relays ends the worker: a call's arguments are decoded totally
 (``workers.values``), and each call is answered on its own.
 """
@@ -55,6 +58,7 @@ import msgspec
 import trio
 import zmq
 
+from supervisor import tracing
 from supervisor._process import become_subreaper
 from supervisor.boot import LAST_WORD, WorkerExit, decode_worker_boot
 from workers.link import Link
@@ -74,6 +78,8 @@ def main() -> int:
         log.log(LAST_WORD, "start-up failed: bad boot message on stdin: %s", exc)
         return WorkerExit.START_FAILED
     set_level(boot.log_level)
+    if boot.tracing:
+        _start_tracing(boot.server)
     become_subreaper()  # daemons that escape the server's process group are re-parented to us
     link = Link.connect(boot)
     try:
@@ -88,3 +94,12 @@ def main() -> int:
     finally:
         link.close()
         zmq.Context.instance().term()
+        tracing.stop(tracing.WORKER_FLUSH_TIMEOUT)
+
+
+def _start_tracing(server: str) -> None:
+    """Trace this worker's calls (here, after the fork: the span processor has a thread of its own)."""
+    try:
+        tracing.start(tracing.WORKER_SERVICE, server=server)
+    except tracing.TracingUnavailable as exc:  # the supervisor started it in the same environment
+        log.warning("not tracing: %s", exc)

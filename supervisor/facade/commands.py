@@ -1,5 +1,8 @@
 """The facade's commands: ``mcp`` (stdio), ``serve --http`` and ``host-config``.
 
+None has ``--json``: ``mcp`` and ``serve`` are servers (their output is the MCP protocol, or nothing),
+and ``host-config`` prints the entry to paste into a host's config (JSON already, for most hosts).
+
 Above: ``supervisor.cli``, which parses their arguments. Below: ``supervisor.facade.run`` (loaded
 only when a facade runs: the SDK's server side is not loaded by the other commands).
 """
@@ -14,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from supervisor.commands import EXIT_USAGE, CliError
+from supervisor.exit_codes import CliError, ExitCode
 from supervisor.facade.hosts import Launch, entry, where
 from supervisor.paths import runtime_dir
 
@@ -35,7 +38,7 @@ def _options(args: argparse.Namespace) -> FacadeOptions:
     servers = frozenset(s.strip() for s in args.servers.split(",") if s.strip()) if args.servers else None
     globs = tuple(g.strip() for value in args.tools or () for g in value.split(",") if g.strip())
     if args.timeout is not None and not args.timeout > 0:
-        raise CliError(f"--timeout must be a positive number of seconds, not {args.timeout}", EXIT_USAGE)
+        raise CliError(f"--timeout must be a positive number of seconds, not {args.timeout}", ExitCode.USAGE)
     return FacadeOptions(view=View(servers=servers, tools=globs), search=args.search, timeout=args.timeout)
 
 
@@ -46,7 +49,7 @@ def _launcher(args: argparse.Namespace) -> Launcher | None:
 
     config = Path(args.config).expanduser()
     if not config.is_file():
-        raise CliError(f"--config {args.config}: no such file", EXIT_USAGE)
+        raise CliError(f"--config {args.config}: no such file", ExitCode.USAGE)
     return Launcher(config, endpoint=args.endpoint, keys=args.keys, log_path=runtime_dir() / LAUNCH_LOG)
 
 
@@ -72,7 +75,7 @@ def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT``, ``[::1]:PORT`` or ``:PORT`` (127.0.0.1)."""
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdecimal() or int(port) > 65535:
-        raise CliError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8765", EXIT_USAGE)
+        raise CliError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8765", ExitCode.USAGE)
     return host or "127.0.0.1", int(port)
 
 
@@ -84,14 +87,14 @@ def _tokens(args: argparse.Namespace) -> list[str] | None:
         try:
             text = Path(args.token_file).expanduser().read_text()
         except OSError as exc:
-            raise CliError(f"--token-file: {exc}", EXIT_USAGE) from exc
+            raise CliError(f"--token-file: {exc}", ExitCode.USAGE) from exc
         tokens += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     tokens += [t.strip() for t in os.environ.get(TOKEN_ENV, "").split(",") if t.strip()]
     if not tokens:
         raise CliError(
             f"serve --http needs bearer tokens: --token-file FILE (one per line) or ${TOKEN_ENV} "
             "(comma-separated); --no-auth serves without (anyone who reaches the port can call every tool)",
-            EXIT_USAGE,
+            ExitCode.USAGE,
         )
     return tokens
 
@@ -108,7 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         sock = bind(host, port)
     except OSError as exc:
-        raise CliError(f"--http {args.http}: cannot listen: {exc}", EXIT_USAGE) from exc
+        raise CliError(f"--http {args.http}: cannot listen: {exc}", ExitCode.USAGE) from exc
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     auth = "bearer tokens" if tokens else "NO authentication"
@@ -156,7 +159,7 @@ def cmd_host_config(args: argparse.Namespace) -> int:
         raise CliError(
             "Claude Desktop's config file starts local servers only: leave out --url to use "
             "'mcp-supervisor mcp', which reaches the supervisor on this machine",
-            EXIT_USAGE,
+            ExitCode.USAGE,
         )
     launch = Launch(url=args.url, token_env=args.token_env) if args.url else Launch(command=_command(args))
     print(entry(args.host, args.name, launch))

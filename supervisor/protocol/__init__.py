@@ -2,7 +2,8 @@
 
 This package depends on nothing but msgspec, so an agent that imports the client loads no config
 parsing. Its modules: ``codec`` (the message base, error codes, total decoders), ``payloads``,
-``front``, ``link`` (the worker link) and ``events``; everything is re-exported here.
+``front``, ``control`` (the operator's logs and shutdown requests), ``link`` (the worker link) and
+``events``; everything is re-exported here.
 
 Two links use this module:
 
@@ -31,6 +32,16 @@ from supervisor.protocol.codec import (
     encode,
     is_error_code,
     total_decoder,
+)
+from supervisor.protocol.control import (
+    LOG_LIMIT,
+    MAX_GRACE,
+    GetLogs,
+    LogLine,
+    LogLines,
+    LogStream,
+    ServerLog,
+    Shutdown,
 )
 from supervisor.protocol.events import (
     EVENT_TOPICS,
@@ -115,6 +126,8 @@ __all__ = [
     "ERROR_CODES",
     "EVENT_TOPICS",
     "HEARTBEAT",
+    "LOG_LIMIT",
+    "MAX_GRACE",
     "MAX_IDENTITY",
     "Abort",
     "Answer",
@@ -133,6 +146,7 @@ __all__ = [
     "FrontReply",
     "FrontRequest",
     "FrontStats",
+    "GetLogs",
     "GetPrompt",
     "GetStatus",
     "Heartbeat",
@@ -145,6 +159,9 @@ __all__ = [
     "ListResources",
     "ListTools",
     "Listing",
+    "LogLine",
+    "LogLines",
+    "LogStream",
     "MalformedMessage",
     "Ping",
     "ProgressCallback",
@@ -162,8 +179,10 @@ __all__ = [
     "ResourceTemplateInfo",
     "Restart",
     "ServerFailure",
+    "ServerLog",
     "ServerRequest",
     "ServerStatus",
+    "Shutdown",
     "Start",
     "Started",
     "StateChanged",

@@ -13,7 +13,7 @@ from typing import Final, Literal, TypeGuard, TypeVar
 import msgspec
 
 ErrorCode = Literal[
-    "UNKNOWN_TOOL",  # no tool of that name in the registry
+    "UNKNOWN_TOOL",  # no tool of that name in the registry (or no such prompt, or server)
     "UNAVAILABLE",  # the server exists but is not ready (starting, restarting, failed, stopped)
     "TIMEOUT",  # the call's budget ran out; the server was sent notifications/cancelled
     "TOOL_ERROR",  # reserved for callers: the server answered with isError (a result, not an error reply)

@@ -5,7 +5,8 @@ Requests are ``FrontRequest``; each gets exactly one terminal ``FrontReply`` car
 terminal). The one exception is ``Cancel``, which gets no reply of its own: the request it cancels
 gets its terminal reply instead (``ErrorReply`` with code ``CANCELLED``). Tool arguments and
 results are carried as ``msgspec.Raw``: the supervisor routes on names, ids and budgets and never
-decodes a payload it only relays.
+decodes a payload it only relays. The operator's ``GetLogs`` and ``Shutdown`` (and their replies) are
+declared in ``supervisor.protocol.control``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Final
 import msgspec
 
 from supervisor.protocol.codec import _Message, total_decoder
+from supervisor.protocol.control import GetLogs, LogLines, Shutdown
 from supervisor.protocol.payloads import FrontStats, ReloadSummary, ServerFailure, ServerStatus, ToolInfo
 
 ASKABLE: Final = ("sampling/createMessage", "elicitation/create")
@@ -44,6 +46,9 @@ class CallTool(_Message):
     # Requests of the server the caller answers itself, during this call (``ASKABLE``): each reaches it
     # as a ``ServerRequest`` reply, which it answers with ``Answer``. Others are answered by the config.
     answers: list[str] = []
+    # W3C trace context of the caller's span (``supervisor.tracing``); one that is not valid is ignored.
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 class GetStatus(_Message):
@@ -168,6 +173,8 @@ FrontRequest = (
     | Reload
     | Cancel
     | Answer
+    | GetLogs
+    | Shutdown
 )
 
 
@@ -253,6 +260,7 @@ FrontReply = (
     | Reloaded
     | CallProgress
     | ServerRequest
+    | LogLines
 )
 
 _front_request = msgspec.msgpack.Decoder(FrontRequest)

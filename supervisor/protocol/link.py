@@ -27,6 +27,8 @@ class Invoke(_Message):
     progress: bool = False
     client: str = ""  # whose call it is (server requests go to a caller only when one client is busy)
     answers: list[str] = []  # server requests its caller answers (``Ask``), as in ``CallTool``
+    traceparent: str = ""  # W3C trace context of the supervisor's span for the call, while tracing
+    tracestate: str = ""
 
 
 class Heartbeat(_Message):

@@ -72,13 +72,13 @@ def test_call_prints_the_text_result(shared: SupervisorProcess) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "stderr"),
     [
-        (("call", "mcp_nobody_nothing"), 1, "UNKNOWN_TOOL"),
+        (("call", "mcp_nobody_nothing"), 5, "UNKNOWN_TOOL"),
         (("call", "mcp_test_echo", "{not json"), 2, "ARGS_JSON is not valid JSON"),
         (("call", "mcp_test_echo", "[1]"), 2, "must be a JSON object"),
         (("call", "mcp_test_echo", '{"text": "x"}', "--timeout", "-1"), 2, "timeout must be a positive"),
-        (("call", "mcp_test_slow", '{"seconds": 30, "tag": "cli"}', "--timeout", "0.5"), 1, "TIMEOUT"),
+        (("call", "mcp_test_slow", '{"seconds": 30, "tag": "cli"}', "--timeout", "0.5"), 4, "TIMEOUT"),
         (("call", "mcp_test_fail", '{"message": "nope"}'), 1, "TOOL_ERROR"),
-        (("restart", "nobody"), 1, "no server named 'nobody'"),
+        (("restart", "nobody"), 5, "no server named 'nobody'"),
     ],
 )
 def test_errors_exit_non_zero_with_the_code_on_stderr(
@@ -95,7 +95,7 @@ def test_commands_without_a_supervisor_say_so(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "is 'mcp-supervisor run' running?" in done.stderr
     waited = cli("wait", "--timeout", "0.5", endpoint=f"ipc://{tmp_path}/nobody.sock")
-    assert waited.returncode == 1 and "timed out" in waited.stderr
+    assert waited.returncode == 3 and "timed out" in waited.stderr
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,7 @@ def test_reload_adds_removes_and_restarts_only_what_changed_while_other_calls_fi
     assert list(rows) == ["keep", "edit", "fresh"]
     with pytest.raises(UnknownToolError):
         sup.client.call_tool("mcp_gone_echo", {"text": "x"})
-    with pytest.raises(BadRequestError, match="no server named 'gone'"):
+    with pytest.raises(UnknownToolError, match="no server named 'gone'"):
         sup.client.start("gone")
     # untouched: the same processes, and the call that ran through the reload finished normally
     assert on_keep.result() == "done keep-call"

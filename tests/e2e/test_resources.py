@@ -243,7 +243,7 @@ def test_cli_lists_reads_and_gets(sup: SupervisorProcess) -> None:
 
 def test_cli_errors_are_one_line_with_the_code(sup: SupervisorProcess) -> None:
     unknown = cli(sup, "prompt", "mcp_docs_nope")
-    assert unknown.returncode == 1
+    assert unknown.returncode == 5
     assert unknown.stderr == "mcp-supervisor: UNKNOWN_TOOL: server 'docs': no prompt named 'mcp_docs_nope'\n"
     bad = cli(sup, "prompt", "mcp_docs_greet", '{"name": 1}')
     assert bad.returncode == 2 and "ARGS_JSON must be a JSON object of strings" in bad.stderr

@@ -15,7 +15,10 @@ Tools:
     mixed {}                 -> text, audio (audio/wav), resource_link (test://doc/1) and an embedded
                                 text resource (test://doc/2)
     empty {}                 -> a result with an empty content list
-    stderr {lines, text}     -> writes ``lines`` lines of ``text`` to stderr, returns "ok"
+    stderr {lines, text, raw_hex="", repeat=1}
+                             -> writes ``lines`` lines of ``text`` to stderr, then the bytes ``raw_hex``
+                                (hex digits) ``repeat`` times as they are (no newline added: invalid
+                                UTF-8, a line that never ends), returns "ok"
     bad_schema               -> advertised with an inputSchema that is not valid JSON Schema; returns "bad"
     env {name}               -> the value of the environment variable ``name`` ("" when unset)
     pid {}                   -> the server's process id
@@ -206,6 +209,7 @@ STRING = {"type": "string"}
 NUMBER = {"type": "number"}
 INTEGER = {"type": "integer"}
 
+STDERR = {"lines": INTEGER, "text": STRING, "raw_hex": STRING, "repeat": {**INTEGER, "default": 1}}
 SUM_SCHEMA = {"type": "object", "properties": {"sum": NUMBER}, "required": ["sum"]}
 # Accepted by the MCP wire models (an object with `type: "object"`); jsonschema's check_schema rejects it.
 BAD_SCHEMA = {"type": "object", "properties": {"x": {"type": "not-a-type"}}}
@@ -320,6 +324,9 @@ async def _stderr(args: dict[str, Any]) -> types.CallToolResult:
     for _ in range(int(args["lines"])):
         sys.stderr.write(text + "\n")
     sys.stderr.flush()
+    raw = bytes.fromhex(str(args.get("raw_hex", ""))) * int(args.get("repeat", 1))
+    if raw:
+        _write_all(2, raw)
     return _text("ok")
 
 
@@ -433,7 +440,7 @@ def build_tools(extra: int) -> list[tuple[types.Tool, ToolFn]]:
         (tool("image", "Return a tiny PNG.", _schema({})), _image),
         (tool("mixed", "Return text, audio, a resource link and a resource.", _schema({})), _mixed),
         (tool("empty", "Return no content.", _schema({})), _empty),
-        (tool("stderr", "Write lines to stderr.", _schema({"lines": INTEGER, "text": STRING})), _stderr),
+        (tool("stderr", "Write lines (and bytes) to stderr.", _schema(STDERR, ["lines", "text"])), _stderr),
         (tool("bad_schema", "Advertised with an invalid input schema.", BAD_SCHEMA), _bad),
         (tool("env", "Read an environment variable.", _schema({"name": STRING})), _env),
         (tool("pid", "Return the server's process id.", _schema({})), _pid),

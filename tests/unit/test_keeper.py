@@ -9,6 +9,7 @@ from supervisor.config import ServerSpec, parse_config
 from supervisor.keeper import Keeper
 from supervisor.protocol import ErrorCode, WorkerState, WorkerTool
 from supervisor.spawn import SpawnMode, WorkerProcess
+from supervisor.worker_log import LogRing
 
 
 class Owner:
@@ -43,6 +44,9 @@ class Owner:
 
     def own_children(self) -> set[int]:
         return set()
+
+    def log_ring(self, server: str) -> LogRing:
+        return LogRing()
 
 
 def spec(**fields: object) -> ServerSpec:

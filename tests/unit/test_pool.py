@@ -17,6 +17,7 @@ from supervisor.protocol import ErrorCode, Ready, WorkerState, WorkerTool
 from supervisor.replicas import Replicas
 from supervisor.sessions import Sessions
 from supervisor.spawn import SpawnMode, WorkerProcess
+from supervisor.worker_log import LogRing
 
 TOOLS = [WorkerTool(name="echo", input_schema={"type": "object"})]
 
@@ -62,6 +63,9 @@ class Owner:
 
     def own_children(self) -> set[int]:
         return set()
+
+    def log_ring(self, server: str) -> LogRing:
+        return LogRing()
 
     def in_flight(self, worker: bytes) -> int:
         return self.busy.get(worker, 0)

@@ -1,0 +1,359 @@
+"""Spans along a call's path, with in-process fakes around the pure parts: the supervisor's router and
+call table (a span ``route NAME`` from arrival to terminal reply, its context sent in ``Invoke``), and
+a worker's ``Calls`` (a span ``tools/call TOOL`` around the request, whose context the stdio server
+gets in ``_meta``). Tracing here records to memory; with it off, nothing is made and nothing sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+from mcp import Client
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from supervisor import tracing
+from supervisor.calls import CallTable
+from supervisor.config import SupervisorSettings
+from supervisor.pool import Server
+from supervisor.protocol import (
+    Abort,
+    CallResult,
+    CallTool,
+    ErrorReply,
+    FrontReply,
+    FrontStats,
+    Invoke,
+    InvokeFailed,
+    InvokeResult,
+    WorkerEvent,
+    WorkerTool,
+    decode_worker_command,
+)
+from supervisor.registry import Registry
+from supervisor.repeats import Repeats
+from supervisor.router import Router
+from workers.calls import Calls
+from workers.catalog import Catalog
+from workers.link import Link
+from workers.own_requests import OwnRequests
+from workers.stdio import StdioServer
+
+CALLER = b"agent"
+WORKER = b"test/1/aa"
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
+WAIT = 5.0  # seconds any one wait in these tests may take
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process, spans kept in memory (no global provider is touched)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("test"))
+    monkeypatch.setattr(tracing, "on", True)
+    yield exporter
+    provider.shutdown()
+
+
+def only(finished: Sequence[ReadableSpan], name: str) -> ReadableSpan:
+    [span] = [span for span in finished if span.name == name]
+    return span
+
+
+def attributes(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+# ---------------------------------------------------------------- the supervisor
+
+
+@dataclass
+class FakeWorker:
+    target: bytes = WORKER
+    serving: bool = True
+
+
+@dataclass
+class FakeServer:
+    """A server as the router sees it: ready or not, and the one worker it routes to."""
+
+    name: str = "test"
+    state: str = "ready"
+    spec: Any = field(default_factory=lambda: type("Spec", (), {"tool_timeout": 30.0})())
+
+    def route(self, client: str, avoid: Sequence[object] = ()) -> FakeWorker:
+        return FakeWorker()
+
+    def why_unavailable(self) -> str:
+        return f"server {self.name!r} is {self.state}"
+
+
+class Supervisor:
+    """A router over a real registry and call table; what it sent to workers and callers."""
+
+    def __init__(self, *, state: str = "ready", max_calls_per_client: int = 1000) -> None:
+        self.to_workers: list[tuple[bytes, bytes]] = []
+        self.replies: list[tuple[bytes, FrontReply]] = []
+        settings = SupervisorSettings(max_calls_per_client=max_calls_per_client)
+        repeats = Repeats(logging.getLogger("test_tracing_paths"), clock=lambda: 0.0)
+        self.calls = CallTable(self._reply, lambda: settings, FrontStats(), repeats, lambda: ["test"])
+        registry = Registry()
+        registry.replace("test", [WorkerTool(name="echo", input_schema={"type": "object"})])
+        self.router = Router(
+            registry=registry,
+            servers=cast(dict[str, Server], {"test": FakeServer(state=state)}),
+            calls=self.calls,
+            send=lambda identity, payload: self.to_workers.append((identity, payload)),
+            reply=self._reply,
+            draining=lambda: False,
+            clock=lambda: 0.0,
+            deadline_added=lambda deadline: None,
+        )
+
+    def _reply(self, caller: bytes, reply: FrontReply) -> None:
+        self.replies.append((caller, reply))
+
+    def call(
+        self, id: int = 1, name: str = "mcp_test_echo", traceparent: str = TRACEPARENT, **more: str
+    ) -> None:
+        self.router.call(CALLER, CallTool(id=id, name=name, traceparent=traceparent, **more))
+
+    def invokes(self) -> list[Invoke]:
+        sent = [decode_worker_command(payload) for _, payload in self.to_workers]
+        return [command for command in sent if isinstance(command, Invoke)]
+
+
+def test_a_routed_call_is_a_span_child_of_the_callers_whose_context_goes_to_the_worker(
+    spans: InMemorySpanExporter,
+) -> None:
+    sup = Supervisor()
+    sup.call()
+    assert spans.get_finished_spans() == ()  # open until the terminal reply
+    [invoke] = sup.invokes()
+    pending = sup.calls.settle(invoke.call, WORKER)
+    assert pending is not None
+    sup.calls.answer(pending, msgspec.Raw(b"\x80"))
+    [route] = spans.get_finished_spans()
+    assert route.name == "route mcp_test_echo" and route.kind is SpanKind.SERVER
+    assert route.parent is not None and f"{route.parent.span_id:016x}" == CLIENT_SPAN
+    assert f"{route.context.trace_id:032x}" == TRACE_ID
+    assert invoke.traceparent == f"00-{TRACE_ID}-{route.context.span_id:016x}-01"
+    assert attributes(route) | {"mcp.server": "test", "mcp.tool": "echo"} == attributes(route)
+    assert attributes(route)["mcp_supervisor.outcome"] == "ok"
+    assert route.status.status_code is StatusCode.UNSET
+    assert isinstance(sup.replies[-1][1], CallResult)
+
+
+@pytest.mark.parametrize(
+    ("end", "code"),
+    [
+        ("worker failed", "SERVER_ERROR"),
+        ("deadline", "TIMEOUT"),
+        ("worker gone", "WORKER_CRASHED"),
+        ("cancelled", "CANCELLED"),
+    ],
+)
+def test_a_call_that_fails_after_it_was_sent_ends_its_span_with_the_code(
+    spans: InMemorySpanExporter, end: str, code: str
+) -> None:
+    sup = Supervisor()
+    sup.call()
+    [invoke] = sup.invokes()
+    if end == "worker failed":
+        pending = sup.calls.settle(invoke.call, WORKER)
+        assert pending is not None
+        sup.calls.fail(pending, "SERVER_ERROR", "tool 'echo': boom (JSON-RPC error -32603)")
+    elif end == "deadline":
+        [pending] = sup.calls.expire(1e9)
+        sup.calls.fail(pending, "TIMEOUT", "server 'test' did not answer tool 'echo' in time")
+    elif end == "worker gone":
+        sup.calls.worker_gone(WORKER, "WORKER_CRASHED", "worker exited with code 70")
+    else:
+        sup.calls.cancel(CALLER, 1)
+    [route] = spans.get_finished_spans()
+    assert attributes(route)["mcp_supervisor.outcome"] == attributes(route)["error.type"] == code
+    assert route.status.status_code is StatusCode.ERROR
+    [(_, reply)] = sup.replies
+    assert isinstance(reply, ErrorReply) and reply.code == code
+    assert route.status.description == reply.message
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "code"),
+    [("mcp_test_nope", "ready", "UNKNOWN_TOOL"), ("mcp_test_echo", "restarting", "UNAVAILABLE")],
+)
+def test_a_call_answered_at_once_ends_its_span_with_the_code_and_sends_nothing(
+    spans: InMemorySpanExporter, name: str, state: str, code: str
+) -> None:
+    sup = Supervisor(state=state)
+    sup.call(name=name)
+    [route] = spans.get_finished_spans()
+    assert route.name == f"route {name}"
+    assert attributes(route)["mcp_supervisor.outcome"] == code
+    assert route.status.status_code is StatusCode.ERROR
+    assert sup.to_workers == []
+
+
+def test_a_call_refused_as_overloaded_ends_its_span_so(spans: InMemorySpanExporter) -> None:
+    sup = Supervisor(max_calls_per_client=1)
+    sup.call(id=1)
+    sup.call(id=2)
+    [refused] = spans.get_finished_spans()
+    assert attributes(refused)["mcp_supervisor.outcome"] == "OVERLOADED"
+    assert len(sup.invokes()) == 1
+
+
+def test_calls_of_a_client_that_does_not_read_end_as_dropped(spans: InMemorySpanExporter) -> None:
+    sup = Supervisor()
+    sup.call()
+    assert sup.calls.drop_calls_of(CALLER) == 1
+    [route] = spans.get_finished_spans()
+    assert attributes(route)["mcp_supervisor.outcome"] == "dropped"
+
+
+@pytest.mark.parametrize(
+    "traceparent",
+    [
+        "garbage",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        TRACEPARENT.upper(),
+        TRACEPARENT + "0" * 5000,
+    ],
+)
+def test_a_bad_traceparent_is_ignored_and_the_call_starts_its_own_trace(
+    spans: InMemorySpanExporter, traceparent: str
+) -> None:
+    sup = Supervisor()
+    sup.call(traceparent=traceparent, tracestate="x" * 10_000)
+    [invoke] = sup.invokes()
+    sup.calls.worker_gone(WORKER, "WORKER_CRASHED", "gone")
+    [route] = spans.get_finished_spans()
+    assert route.parent is None
+    ids = route.context  # a root: the SDK also sets the W3C "random trace id" flag
+    assert invoke.traceparent == f"00-{ids.trace_id:032x}-{ids.span_id:016x}-{ids.trace_flags:02x}"
+    assert invoke.tracestate == ""
+
+
+def test_with_tracing_off_no_span_is_made_and_the_worker_gets_no_trace_context() -> None:
+    assert not tracing.on
+    sup = Supervisor()
+    sup.call(tracestate="rojo=1")
+    [(_, payload)] = sup.to_workers
+    assert b"trace" not in payload
+    pending = sup.calls.settle(sup.invokes()[0].call, WORKER)
+    assert pending is not None and pending.span is None
+
+
+# ---------------------------------------------------------------- the worker
+
+
+class FakeLink:
+    def __init__(self) -> None:
+        self.sent: list[WorkerEvent] = []
+
+    def send(self, event: WorkerEvent) -> None:
+        self.sent.append(event)
+
+    def fail(self, call: int, code: str, message: str) -> None:
+        self.sent.append(InvokeFailed(call=call, code=code, message=message))
+
+
+class FakeStdio:
+    """A stdio server as ``Calls`` sees it: the worker's own requests, whose lines are collected."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.written = trio.Event()
+        self.own = OwnRequests(self._write)
+
+    def _write(self, line: bytes, *, at_once: bool = False) -> None:
+        self.lines.append(json.loads(line))
+        self.written.set()
+
+    def answer(self, result: dict[str, Any]) -> None:
+        request = self.lines[-1]
+        line = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
+        assert self.own.take(line)
+
+
+async def _lost(during: str) -> None:
+    raise AssertionError(f"the session was lost during {during}")
+
+
+def invoke(call: int, arguments: object, traceparent: str = "") -> Invoke:
+    raw = msgspec.Raw(msgspec.msgpack.encode(arguments))
+    return Invoke(call=call, tool="echo", arguments=raw, budget=60.0, traceparent=traceparent)
+
+
+async def serve(server: FakeStdio, command: Invoke, *, abort: bool = False) -> FakeLink:
+    """One ``Invoke`` served on the hot path; the server answers it (or it is aborted)."""
+    link = FakeLink()
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            calls = Calls(cast(Link, link), nursery, cast(StdioServer, server), cast(Catalog, None), _lost)
+            calls.ready(cast(Client, object()), [WorkerTool(name="echo", input_schema={"type": "object"})])
+            calls.invoke(command)
+            await trio.testing.wait_all_tasks_blocked()
+            if server.lines and abort:
+                calls.abort(Abort(call=command.call))
+            elif server.lines:
+                server.answer({"content": [{"type": "text", "text": "hi"}]})
+    return link
+
+
+async def test_a_worker_serves_a_call_in_a_span_and_the_server_gets_its_context_in_meta(
+    spans: InMemorySpanExporter,
+) -> None:
+    server = FakeStdio()
+    parent = f"00-{TRACE_ID}-{'ab' * 8}-01"
+    link = await serve(server, invoke(7, {"text": "hi"}, parent))
+    assert isinstance(link.sent[-1], InvokeResult)
+    finished = spans.get_finished_spans()
+    serving = only(finished, "tools/call echo")
+    sending = only(finished, "MCP send tools/call echo")
+    assert serving.kind is SpanKind.SERVER and sending.kind is SpanKind.CLIENT
+    assert serving.parent is not None and f"{serving.parent.span_id:016x}" == "ab" * 8
+    assert sending.parent is not None and sending.parent.span_id == serving.context.span_id
+    assert attributes(serving)["mcp_supervisor.outcome"] == "ok"
+    meta = server.lines[0]["params"]["_meta"]
+    assert meta["traceparent"] == f"00-{TRACE_ID}-{sending.context.span_id:016x}-01"
+
+
+async def test_a_call_the_worker_refuses_ends_its_span_with_the_code(spans: InMemorySpanExporter) -> None:
+    server = FakeStdio()
+    link = await serve(server, invoke(8, ["not", "an", "object"], TRACEPARENT))
+    assert isinstance(link.sent[-1], InvokeFailed) and link.sent[-1].code == "INVALID_ARGUMENTS"
+    serving = only(spans.get_finished_spans(), "tools/call echo")
+    assert attributes(serving)["mcp_supervisor.outcome"] == "INVALID_ARGUMENTS"
+    assert serving.status.status_code is StatusCode.ERROR
+    assert server.lines == []
+
+
+async def test_an_aborted_call_ends_its_span_as_cancelled(spans: InMemorySpanExporter) -> None:
+    server = FakeStdio()
+    link = await serve(server, invoke(9, {"text": "hi"}, TRACEPARENT), abort=True)
+    assert link.sent == []
+    serving = only(spans.get_finished_spans(), "tools/call echo")
+    assert attributes(serving)["mcp_supervisor.outcome"] == "CANCELLED"
+
+
+async def test_with_tracing_off_the_worker_sends_the_server_no_trace_context() -> None:
+    assert not tracing.on
+    server = FakeStdio()
+    link = await serve(server, invoke(10, {"text": "hi"}, TRACEPARENT))
+    assert isinstance(link.sent[-1], InvokeResult)
+    assert "traceparent" not in json.dumps(server.lines[0])

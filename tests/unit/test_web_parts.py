@@ -1,0 +1,296 @@
+"""The HTTP listener's pure parts: the address setting, the Host check, the paths and their
+protections (with a fake backend), and the live feed's bounds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
+
+from supervisor.config import ConfigError, parse_config
+from supervisor.web.address import HostCheck, ListenAddress, parse_address, split_host
+from supervisor.web.app import Action, App
+from supervisor.web.feed import Feed, Subscription
+from supervisor.web.server import Request, Response, Streaming
+
+# --- the address -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "host", "port"),
+    [
+        ("127.0.0.1:9464", "127.0.0.1", 9464),
+        (":9464", "127.0.0.1", 9464),
+        ("localhost:0", "localhost", 0),
+        ("[::1]:80", "::1", 80),
+        ("0.0.0.0:65535", "0.0.0.0", 65535),
+        ("metrics.example.com:9464", "metrics.example.com", 9464),
+    ],
+)
+def test_addresses_that_parse(value: str, host: str, port: int) -> None:
+    assert parse_address(value) == ListenAddress(host, port)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("abc", "'abc' is not HOST:PORT (e.g. 127.0.0.1:9464)"),
+        ("127.0.0.1:99999", "port 99999 is out of range"),
+        ("127.0.0.1:", "is not HOST:PORT"),
+        ("127.0.0.1:http", "is not HOST:PORT"),
+        ("127.0.0.1:٣", "is not HOST:PORT"),
+        ("::1:80", "an IPv6 address goes in brackets"),
+        ("[nope]:80", "in brackets is not an IPv6 address"),
+        ("bad host:80", "is not a host name or an IP address"),
+        ("-x.example:80", "is not a host name or an IP address"),
+        ("a\nb:80", "is not a host name or an IP address"),
+    ],
+)
+def test_addresses_that_do_not_parse_say_why(value: str, says: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_address(value)
+    assert says in str(info.value)
+
+
+@given(st.text(max_size=40))
+def test_any_text_is_an_address_or_a_value_error(value: str) -> None:
+    try:
+        address = parse_address(value)
+    except ValueError:
+        return
+    assert 0 <= address.port <= 65535
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("abc", "'abc' is not HOST:PORT"), ("127.0.0.1:99999", "port 99999 is out of range")],
+)
+def test_a_bad_metrics_setting_rejects_the_config_naming_the_field(value: str, says: str) -> None:
+    text = json.dumps({"mcpServers": {}, "supervisor": {"metrics": value, "statusControls": True}})
+    with pytest.raises(ConfigError) as info:
+        parse_config(text.encode(), environ={})
+    assert "\"supervisor\": field 'metrics': " in str(info.value)
+    assert says in str(info.value)
+
+
+def test_the_metrics_settings_load() -> None:
+    text = json.dumps({"mcpServers": {}, "supervisor": {"metrics": "[::1]:9464", "statusControls": True}})
+    settings = parse_config(text.encode(), environ={}).settings
+    assert (settings.metrics, settings.status_controls) == ("[::1]:9464", True)
+
+
+def test_the_url_brackets_ipv6_and_names_the_port_bound() -> None:
+    assert ListenAddress("::1", 0).url(4321) == "http://[::1]:4321/"
+    assert ListenAddress("127.0.0.1", 9464).url() == "http://127.0.0.1:9464/"
+
+
+# --- the Host check ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "split"),
+    [
+        ("Example.COM:80", ("example.com", 80)),
+        ("[::1]:9464", ("::1", 9464)),
+        ("[::1]", ("::1", None)),
+        ("host", ("host", None)),
+        ("[::1", None),
+        ("[::1]x", None),
+        ("host:port", None),
+        ("host:123456", None),
+    ],
+)
+def test_split_host(header: str, split: tuple[str, int | None] | None) -> None:
+    assert split_host(header) == split
+
+
+def test_a_loopback_listener_is_named_by_loopback_names_and_its_port_only() -> None:
+    check = HostCheck(ListenAddress("127.0.0.1", 0), 9464)
+    for good in ("127.0.0.1:9464", "localhost:9464", "LOCALHOST:9464", "[::1]:9464"):
+        assert check.allows(good), good
+    for bad in ("127.0.0.1:80", "127.0.0.1", "evil.example:9464", "10.0.0.1:9464", "", "localhost:9464, x"):
+        assert not check.allows(bad), bad
+
+
+def test_a_listener_on_every_interface_takes_any_ip_address_but_no_other_name() -> None:
+    check = HostCheck(ListenAddress("0.0.0.0", 9464), 9464)
+    assert check.allows("192.168.1.7:9464") and check.allows("localhost:9464")
+    assert not check.allows("rebind.evil.example:9464")
+
+
+def test_a_named_listener_takes_its_name() -> None:
+    check = HostCheck(ListenAddress("metrics.internal", 80), 80)
+    assert check.allows("metrics.internal") and check.allows("metrics.internal:80")
+    assert not check.allows("localhost:80")
+
+
+# --- the paths ----------------------------------------------------------------------------------
+
+HOST = "127.0.0.1:9464"
+GOOD = {"host": HOST, "origin": f"http://{HOST}", "x-requested-by": "mcp-supervisor"}
+
+
+class FakeBackend:
+    def __init__(self, controls: bool = True) -> None:
+        self.hosts = HostCheck(ListenAddress("127.0.0.1", 9464), 9464)
+        self.on = controls
+        self.done: list[tuple[Action, str]] = []
+        self.feed = Feed(max_clients=1)
+
+    def status(self) -> bytes:
+        return b'{"servers": []}'
+
+    def metrics(self, accept: str) -> tuple[bytes, str]:
+        return b"# metrics\n", "text/plain; version=0.0.4"
+
+    def controls(self) -> bool:
+        return self.on
+
+    def operate(self, action: Action, server: str) -> str | None:
+        if server != "time":
+            return f"no server named {server!r} (servers: time)"
+        self.done.append((action, server))
+        return None
+
+    def subscribe(self) -> Subscription | None:
+        return self.feed.subscribe()
+
+
+def _request(method: str, path: str, **headers: str) -> Request:
+    return Request(method, path, {"host": HOST, **headers}, b"")
+
+
+def _answer(app: App, request: Request) -> tuple[int, dict[str, object]]:
+    reply = app.handle(request)
+    assert isinstance(reply, Response)
+    return reply.status, json.loads(reply.body) if reply.content_type == "application/json" else {}
+
+
+def test_gets_answer_the_page_metrics_and_status() -> None:
+    app = App(FakeBackend())
+    page = app.handle(_request("GET", "/"))
+    assert isinstance(page, Response) and page.status == 200 and b"<table" in page.body
+    assert "frame-ancestors 'none'" in dict(page.headers)["content-security-policy"]
+    metrics = app.handle(_request("GET", "/metrics"))
+    assert isinstance(metrics, Response) and metrics.body == b"# metrics\n"
+    assert _answer(app, _request("GET", "/api/status"))[0] == 200
+
+
+def test_the_page_makes_no_external_requests() -> None:
+    page = App(FakeBackend()).handle(_request("GET", "/"))
+    assert isinstance(page, Response)
+    assert b"http://" not in page.body and b"https://" not in page.body and b"//cdn" not in page.body
+
+
+def test_unknown_paths_are_404_and_other_methods_405() -> None:
+    app = App(FakeBackend())
+    assert _answer(app, _request("GET", "/nope")) == (404, {"error": "nothing at /nope"})
+    assert _answer(app, _request("PUT", "/metrics"))[0] == 405
+    assert _answer(app, _request("DELETE", "/nope"))[0] == 404
+    assert _answer(app, _request("POST", "/metrics"))[0] == 405
+    assert _answer(app, _request("GET", "/api/servers/time/stop"))[0] == 405
+    assert _answer(app, _request("POST", "/api/servers/time/explode"))[0] == 404
+
+
+def test_controls_off_refuse_every_post_naming_the_setting() -> None:
+    backend = FakeBackend(controls=False)
+    status, body = _answer(App(backend), _request("POST", "/api/servers/time/stop", **GOOD))
+    assert status == 403 and "statusControls" in str(body["error"])
+    assert backend.done == []
+
+
+@pytest.mark.parametrize(
+    ("headers", "says"),
+    [
+        ({"host": "evil.example:9464"}, "does not name this listener"),
+        ({"host": "127.0.0.1:1"}, "does not name this listener"),
+        ({"origin": "http://evil.example"}, "cross-origin request refused"),
+        ({"origin": "null"}, "cross-origin request refused"),
+        ({"x-requested-by": "someone"}, "X-Requested-By: mcp-supervisor"),
+    ],
+)
+def test_controls_refuse_requests_not_from_their_own_page(headers: dict[str, str], says: str) -> None:
+    backend = FakeBackend()
+    request = Request("POST", "/api/servers/time/stop", {**GOOD, **headers}, b"")
+    status, body = _answer(App(backend), request)
+    assert status == 403 and says in str(body["error"])
+    assert backend.done == []
+
+
+def test_a_control_without_origin_but_with_the_header_is_done() -> None:
+    backend = FakeBackend()
+    headers = {"host": HOST, "x-requested-by": "mcp-supervisor"}
+    for action in ("restart", "stop", "start"):
+        request = Request("POST", f"/api/servers/time/{action}", headers, b"")
+        assert _answer(App(backend), request) == (200, {"ok": True, "server": "time", "action": action})
+    assert backend.done == [("restart", "time"), ("stop", "time"), ("start", "time")]
+
+
+def test_a_control_of_an_unknown_server_is_404_naming_it() -> None:
+    status, body = _answer(App(FakeBackend()), Request("POST", "/api/servers/t%C3%AFme/stop", GOOD, b""))
+    assert (status, body) == (404, {"error": "no server named 'tïme' (servers: time)"})
+
+
+def test_a_server_name_that_is_not_utf8_is_400() -> None:
+    status, body = _answer(App(FakeBackend()), Request("POST", "/api/servers/%ff%fe/stop", GOOD, b""))
+    assert status == 400 and "UTF-8" in str(body["error"])
+
+
+def test_events_stream_until_there_are_too_many_clients() -> None:
+    app = App(FakeBackend())
+    first = app.handle(_request("GET", "/events"))
+    assert isinstance(first, Streaming) and first.content_type == "text/event-stream"
+    assert _answer(app, _request("GET", "/events"))[0] == 503
+    first.chunks.close()
+    assert isinstance(app.handle(_request("GET", "/events")), Streaming)
+    head = app.handle(_request("HEAD", "/events"))
+    assert isinstance(head, Response) and head.status == 200
+
+
+# --- the feed -----------------------------------------------------------------------------------
+
+
+async def test_a_client_that_does_not_read_is_dropped_and_the_others_keep_their_events() -> None:
+    feed = Feed(max_clients=2, queue=3)
+    slow, quick = feed.subscribe(), feed.subscribe()
+    assert slow is not None and quick is not None
+    assert await quick.next() == b"retry: 2000\n\n"
+    for i in range(5):
+        feed.publish("state", b'{"n": %d}' % i)
+        assert await quick.next() == b'event: state\ndata: {"n": %d}\n\n' % i
+    assert slow.dropped and len(feed) == 1
+    assert await slow.next() == b"retry: 2000\n\n"
+    assert await slow.next() is None
+
+
+async def test_a_client_waiting_for_events_ends_when_dropped(autojump_clock: trio.abc.Clock) -> None:
+    feed = Feed(queue=1)
+    client = feed.subscribe()
+    assert client is not None
+    await client.next()
+    assert await client.next() == b": keep-alive\n\n"  # after KEEPALIVE seconds of nothing
+    async with trio.open_nursery() as nursery:
+        got: list[bytes | None] = []
+
+        async def read() -> None:
+            got.append(await client.next())
+
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        client.close()
+    assert got == [None] and len(feed) == 0
+
+
+def test_the_config_loader_reads_the_address_without_loading_the_listener() -> None:
+    heavy = "('h11', 'prometheus_client', 'trio', 'supervisor.web.server')"
+    script = f"import sys; import supervisor.config; print(' '.join(m for m in {heavy} if m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert loaded.stdout.split() == []
