@@ -12,8 +12,13 @@ own server process of the same kind, all started before the measuring and left r
            of its rounds, and its ok counter must have grown by exactly the round's calls
   page     as metrics, with a status page's event stream (/events) open for the whole run: a stats
            event every second, computed from every server's sliding window
+  tracing  "tracing": true with OTEL_TRACES_EXPORTER=none: a span per call in the supervisor and two in
+           the worker, the context passed on to the server, nothing exported (the spans' cost alone)
+  sampled  as tracing, with OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG=0.01:
+           1 % of new traces recorded
+  both     metrics and tracing together
 
-More configurations (tracing, say) are one more entry in MODES: the config's "supervisor" settings,
+More configurations are one more entry in MODES: the config's "supervisor" settings,
 and the environment the supervisor runs with.
 
 Servers (--server, default everything), both stdio:
@@ -99,7 +104,21 @@ MODES = {
     "off": Mode("off", {}),
     "metrics": Mode("metrics", {"metrics": "127.0.0.1:0"}, scrape=True),
     "page": Mode("page", {"metrics": "127.0.0.1:0"}, scrape=True, page=True),
-    # Tracing goes here when it exists, e.g. Mode("tracing", {"tracing": True}, env={"OTEL_...": ...}).
+    # Spans recorded and passed on to the worker and the server, exported nowhere: their cost alone.
+    "tracing": Mode("tracing", {"tracing": True}, env={"OTEL_TRACES_EXPORTER": "none"}),
+    # As tracing, with 1 % of new traces sampled (the SDK's standard sampler settings).
+    "sampled": Mode(
+        "sampled",
+        {"tracing": True},
+        env={
+            "OTEL_TRACES_EXPORTER": "none",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0.01",
+        },
+    ),
+    "both": Mode(
+        "both", {"metrics": "127.0.0.1:0", "tracing": True}, env={"OTEL_TRACES_EXPORTER": "none"}, scrape=True
+    ),
 }
 
 
