@@ -17,19 +17,11 @@ import trio
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.keeper import Keeper
 from supervisor.pool import PoolOwner, Refusal, Server
-from supervisor.protocol import ServerStatus, WorkerState
+from supervisor.protocol import STATE_PRECEDENCE, ServerStatus, WorkerState
 
 __all__ = ["Replicas"]
 
 ROLL_MARGIN: Final = 5.0  # seconds past a replica's startTimeout before a rolling restart moves on
-_PRECEDENCE: Final[tuple[WorkerState, ...]] = (
-    "ready",
-    "starting",
-    "restarting",
-    "needs-login",
-    "failed",
-    "stopped",
-)
 
 
 class Replicas(Server):
@@ -53,7 +45,7 @@ class Replicas(Server):
 
     def _aggregate(self) -> WorkerState:
         states = {keeper.state for keeper in self.members}
-        return next(state for state in _PRECEDENCE if state in states)
+        return next(state for state in STATE_PRECEDENCE if state in states)
 
     def route(self, client: str, avoid: Sequence[Keeper] = ()) -> Keeper | Refusal:
         if len(self.members) == 1:  # the common case, on every call

@@ -31,7 +31,7 @@ from typing import Final, Protocol
 import trio
 
 from supervisor.policy import RestartPolicy
-from supervisor.protocol import Event, StateChanged, WorkerState
+from supervisor.protocol import STATE_PRECEDENCE, Event, StateChanged, WorkerState
 from supervisor.sdnotify import NOTIFY_SOCKET_ENV, SERVICE_ENV, Notifier, watchdog_interval
 
 __all__ = ["READY_MARGIN", "STATUS_INTERVAL", "Service", "status_line"]
@@ -40,14 +40,6 @@ __all__ = ["READY_MARGIN", "STATUS_INTERVAL", "Service", "status_line"]
 READY_MARGIN: Final = 5.0
 STATUS_INTERVAL: Final = 1.0  # seconds between STATUS updates, at most
 
-_ORDER: Final[tuple[WorkerState, ...]] = (
-    "ready",
-    "starting",
-    "restarting",
-    "needs-login",
-    "failed",
-    "stopped",
-)
 
 log = logging.getLogger("mcp_supervisor")
 
@@ -89,7 +81,7 @@ def status_line(states: Iterable[WorkerState]) -> str:
     counts = Counter(states)
     total = sum(counts.values())
     head = f"{total} server{'' if total == 1 else 's'}"
-    parts = [f"{counts[state]} {state}" for state in _ORDER if counts[state]]
+    parts = [f"{counts[state]} {state}" for state in STATE_PRECEDENCE if counts[state]]
     return f"{head}: {', '.join(parts)}" if parts else head
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from supervisor.protocol.codec import (
     ERROR_CODES,
+    STATE_PRECEDENCE,
     ErrorCode,
     MalformedMessage,
     WorkerState,
@@ -129,6 +130,7 @@ __all__ = [
     "LOG_LIMIT",
     "MAX_GRACE",
     "MAX_IDENTITY",
+    "STATE_PRECEDENCE",
     "Abort",
     "Answer",
     "Answered",

@@ -35,6 +35,15 @@ def is_error_code(code: str) -> TypeGuard[ErrorCode]:
 
 
 WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped", "needs-login"]
+STATE_PRECEDENCE: Final[tuple[WorkerState, ...]] = (
+    "ready",
+    "starting",
+    "restarting",
+    "needs-login",
+    "failed",
+    "stopped",
+)
+"""The states, best first: a pool's state is its best worker's, and summaries list them in this order."""
 
 
 class _Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
