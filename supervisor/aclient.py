@@ -30,6 +30,7 @@ import zmq
 from anyio.streams.memory import MemoryObjectSendStream
 
 from supervisor._zmq import fd_of, new_dealer, readable
+from supervisor.adapters.formats import anthropic_tool, openai_tool
 from supervisor.curve import HandshakeWatch
 from supervisor.dial import dial, no_answer, unreachable
 from supervisor.errors import SupervisorError
@@ -42,7 +43,6 @@ from supervisor.exchanges import (
     answer_failed,
     answer_with,
     handlers,
-    openai_tool,
     request_params,
 )
 from supervisor.keys import ClientKeys, Keys, client_keys
@@ -146,6 +146,10 @@ class AsyncSupervisorClient:
 
     async def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in await self.list_tools()]
+
+    async def anthropic_tools(self) -> list[dict[str, Any]]:
+        """As ``SupervisorClient.anthropic_tools``."""
+        return [anthropic_tool(tool) for tool in await self.list_tools()]
 
     async def events_endpoint(self) -> str:
         """Where the supervisor publishes its events."""

@@ -2,7 +2,9 @@
 
 Both have the same methods, each one line over the shared core (``supervisor.exchanges``, which
 builds every request and reads every reply); the blocking one lives here, the async one in
-``supervisor.aclient`` (re-exported here). Both find the supervisor as the CLI does (an explicit
+``supervisor.aclient`` (re-exported here); ``openai_tools()`` and ``anthropic_tools()`` give the tools
+in the formats of ``supervisor.adapters.formats``, where the tool sets for agent frameworks live too
+(``supervisor.adapters``). Both find the supervisor as the CLI does (an explicit
 endpoint, else ``$MCP_SUPERVISOR_ENDPOINT``, else the per-user default), speak the front
 protocol of ``supervisor.protocol`` over a ZeroMQ DEALER, and raise the
 exceptions of ``supervisor.errors``.
@@ -52,6 +54,7 @@ import zmq
 
 from supervisor._zmq import new_dealer
 from supervisor.aclient import AsyncSupervisorClient
+from supervisor.adapters.formats import anthropic_tool, openai_tool
 from supervisor.curve import HandshakeWatch
 from supervisor.dial import dial, no_answer, unreachable
 from supervisor.errors import SupervisorAuthenticationError, SupervisorError
@@ -64,7 +67,6 @@ from supervisor.exchanges import (
     answer_failed,
     answer_with,
     handlers,
-    openai_tool,
     request_params,
 )
 from supervisor.keys import ClientKeys, Keys, client_keys
@@ -108,6 +110,7 @@ __all__ = [
     "SupervisorClient",
     "ToolInfo",
     "ToolResult",
+    "anthropic_tool",
     "openai_tool",
 ]
 
@@ -175,6 +178,10 @@ class SupervisorClient:
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in self.list_tools()]
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """The tools in Anthropic's format (``supervisor.adapters.formats.anthropic_tool``)."""
+        return [anthropic_tool(tool) for tool in self.list_tools()]
 
     def events_endpoint(self) -> str:
         """Where the supervisor publishes its events."""

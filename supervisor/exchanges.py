@@ -91,7 +91,6 @@ __all__ = [
     "check_identity",
     "default_identity",
     "handlers",
-    "openai_tool",
     "request_params",
 ]
 
@@ -131,14 +130,6 @@ class Exchange(Generic[_T]):
     def traced(self) -> AbstractContextManager[None]:
         """Around the wait for the reply: the call's span current, ended with the outcome."""
         return tracing.traced(self.span)
-
-
-def openai_tool(tool: ToolInfo) -> dict[str, Any]:
-    """A tool in OpenAI's function-calling format."""
-    return {
-        "type": "function",
-        "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema},
-    }
 
 
 def default_identity() -> str:

@@ -3,7 +3,8 @@
 This package depends on nothing but msgspec, so an agent that imports the client loads no config
 parsing. Its modules: ``codec`` (the message base, error codes, total decoders), ``payloads``,
 ``front``, ``control`` (the operator's logs and shutdown requests), ``link`` (the worker link) and
-``events``; everything is re-exported here.
+``events``; everything is re-exported here. ``spec`` (not imported here) renders the message tables
+of ``docs/protocol.md``, the specification of the front and events sockets, and checks them.
 
 Two links use this module:
 
