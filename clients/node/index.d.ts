@@ -1,0 +1,213 @@
+// TypeScript types of mcp-supervisor-client (src/index.js). Times are in seconds, as on the wire
+// (docs/protocol.md).
+
+export interface ClientOptions {
+  /** The front endpoint; default: $MCP_SUPERVISOR_ENDPOINT, else the default ipc path. */
+  endpoint?: string;
+  /** The `client` identity sent with calls (1 to 128 printable characters); default `{pid}-{8 hex}`. */
+  identity?: string;
+  /** Seconds to wait for requests the supervisor answers itself (list, status, restart...); default 10. */
+  requestTimeout?: number;
+  /** Seconds added to a call's `timeout` for its reply to come back; default 2. */
+  replyMargin?: number;
+  /** CURVE keys (Z85) for a tcp:// endpoint. */
+  curve?: CurveKeys;
+  /** A key directory (server.key, client.key, client.key_secret) to load `curve` from. */
+  keys?: string;
+}
+
+export interface CurveKeys {
+  serverKey: string;
+  publicKey: string;
+  secretKey: string;
+}
+
+export interface ToolInfo {
+  name: string;
+  server: string;
+  originalName: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  title: string | null;
+  outputSchema: Record<string, unknown> | null;
+  annotations: Record<string, unknown> | null;
+}
+
+export interface ToolResult {
+  /** MCP content items as the server sent them (`{type: "text", text}`, ...). */
+  content: Record<string, unknown>[];
+  structuredContent: unknown;
+  isError: boolean;
+  /** The content rendered as text. */
+  text: string;
+}
+
+export interface Progress {
+  progress: number;
+  total: number | null;
+  message: string | null;
+}
+
+export interface CallOptions {
+  /** The budget in seconds (> 0); without it the server's `toolTimeout` applies and the client waits up to an hour. */
+  timeout?: number;
+  /** Asks for the server's progress notifications. */
+  onProgress?: (progress: Progress) => void;
+  /** Aborting it sends Cancel and rejects the call with a CancelledError. */
+  signal?: AbortSignal;
+  /** Server requests this caller answers itself, by method ("sampling/createMessage", "elicitation/create"). */
+  answers?: Record<string, (params: Record<string, unknown>) => unknown>;
+  /** false: a result with isError resolves instead of rejecting with a ToolError. Default true. */
+  throwOnToolError?: boolean;
+}
+
+/** A server's state: "starting", "ready", "restarting", "failed", "stopped", "needs-login", or a newer one. */
+export type WorkerState = string;
+
+export interface WorkerStatus {
+  name: string;
+  state: WorkerState;
+  workerPid: number | null;
+  serverPid: number | null;
+  restarts: number;
+  lastError: string | null;
+  nextRestartIn: number | null;
+  inFlight: number;
+  client: string | null;
+  idle: number | null;
+}
+
+export interface ServerStatus {
+  server: string;
+  state: WorkerState;
+  workerPid: number | null;
+  serverPid: number | null;
+  restarts: number;
+  tools: number;
+  lastError: string | null;
+  transport: string;
+  nextRestartIn: number | null;
+  tokenExpiresAt: number | null;
+  scope: string;
+  workers: WorkerStatus[];
+}
+
+export interface FrontStats {
+  clients: number;
+  inFlight: number;
+  overloaded: number;
+  malformed: number;
+  droppedReplies: number;
+  droppedCalls: number;
+}
+
+export interface Status {
+  servers: ServerStatus[];
+  /** The events endpoint. */
+  events: string;
+  front: FrontStats | null;
+}
+
+export interface RegistryChanged {
+  topic: string;
+  type: "RegistryChanged";
+  version: number;
+  server: string;
+  added: ToolInfo[];
+  removed: string[];
+  changed: ToolInfo[];
+}
+
+export interface StateChanged {
+  topic: string;
+  type: "StateChanged";
+  server: string;
+  state: WorkerState;
+  previous: WorkerState;
+  restarts: number;
+  lastError: string | null;
+}
+
+export interface RegistryVersion {
+  topic: string;
+  type: "RegistryVersion";
+  version: number;
+}
+
+export type SupervisorEvent = RegistryChanged | StateChanged | RegistryVersion;
+
+export interface WatchOptions {
+  /** "registry", "state", "version"; default: every event. */
+  topics?: string[];
+  signal?: AbortSignal;
+  /** The events endpoint; default: asked of the supervisor (GetStatus). */
+  endpoint?: string;
+}
+
+export class EventStream implements AsyncIterableIterator<SupervisorEvent> {
+  /** Events dropped because the reader fell behind (more than 10,000 queued). */
+  readonly lost: number;
+  /** Resolves at the subscription's first event; rejects after `seconds` (default 5) without one. */
+  joined(seconds?: number): Promise<void>;
+  next(): Promise<IteratorResult<SupervisorEvent>>;
+  return(): Promise<IteratorResult<SupervisorEvent>>;
+  [Symbol.asyncIterator](): EventStream;
+  close(): void;
+}
+
+export class SupervisorClient {
+  constructor(options?: ClientOptions);
+  readonly endpoint: string;
+  readonly identity: string;
+  listTools(): Promise<ToolInfo[]>;
+  listToolsVersioned(): Promise<{ tools: ToolInfo[]; version: number }>;
+  callTool(name: string, args?: Record<string, unknown>, options?: CallOptions): Promise<ToolResult>;
+  status(): Promise<Status>;
+  ping(): Promise<void>;
+  restart(server: string): Promise<void>;
+  stop(server: string): Promise<void>;
+  start(server: string): Promise<void>;
+  watchEvents(options?: WatchOptions): EventStream;
+  /** Close the connection and every event stream; requests in flight reject with CLOSED. */
+  close(): void;
+}
+
+/**
+ * An error of a request. `code` is the wire's (UNKNOWN_TOOL, UNAVAILABLE, TIMEOUT, SERVER_ERROR,
+ * WORKER_CRASHED, INVALID_ARGUMENTS, OVERLOADED, BAD_REQUEST, INTERNAL, CANCELLED, or a newer one),
+ * TOOL_ERROR, or the client's own: UNREACHABLE, PROTOCOL, MESSAGE_TOO_LARGE, CLOSED.
+ */
+export class SupervisorError extends Error {
+  constructor(code: string, message: string, options?: { id?: number; cause?: unknown });
+  readonly code: string;
+  /** The request's id, when it had one. */
+  readonly id: number | null;
+}
+export class UnknownToolError extends SupervisorError {}
+export class UnavailableError extends SupervisorError {}
+export class RequestTimeoutError extends SupervisorError {}
+export class ToolError extends SupervisorError {
+  constructor(message: string, result: ToolResult, options?: { id?: number });
+  readonly result: ToolResult;
+}
+export class ServerError extends SupervisorError {}
+export class WorkerCrashedError extends SupervisorError {}
+export class InvalidArgumentsError extends SupervisorError {}
+export class OverloadedError extends SupervisorError {}
+export class BadRequestError extends SupervisorError {}
+export class InternalError extends SupervisorError {}
+export class CancelledError extends SupervisorError {}
+export class UnreachableError extends SupervisorError {}
+export class ProtocolError extends SupervisorError {}
+export class MessageTooLargeError extends SupervisorError {}
+export class ClientClosedError extends SupervisorError {}
+
+export function errorFromReply(code: string, message: string, id: number): SupervisorError;
+export function defaultEndpoint(given?: string, env?: Record<string, string | undefined>): string;
+export function loadKeys(dir: string): CurveKeys;
+
+export const MAX_MESSAGE_SIZE: number;
+export const MAX_ARGUMENT_DEPTH: number;
+export const REPLY_MARGIN: number;
+export const REQUEST_TIMEOUT: number;
+export const UNBUDGETED_WAIT: number;

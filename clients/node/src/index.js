@@ -1,0 +1,26 @@
+// mcp-supervisor's Node client: the public names. The client is in client.js, the events socket
+// in events.js, the errors in errors.js; docs/protocol.md is the protocol they speak.
+
+export { REPLY_MARGIN, REQUEST_TIMEOUT, SupervisorClient, UNBUDGETED_WAIT } from "./client.js";
+export { MAX_ARGUMENT_DEPTH, MAX_MESSAGE_SIZE } from "./codec.js";
+export { defaultEndpoint, loadKeys } from "./endpoint.js";
+export {
+  BadRequestError,
+  CancelledError,
+  ClientClosedError,
+  InternalError,
+  InvalidArgumentsError,
+  MessageTooLargeError,
+  OverloadedError,
+  ProtocolError,
+  RequestTimeoutError,
+  ServerError,
+  SupervisorError,
+  ToolError,
+  UnavailableError,
+  UnknownToolError,
+  UnreachableError,
+  WorkerCrashedError,
+  errorFromReply,
+} from "./errors.js";
+export { EventStream } from "./events.js";
