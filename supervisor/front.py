@@ -32,6 +32,7 @@ from supervisor.protocol import (
     encode,
     total_decoder,
 )
+from supervisor.protocol.scan import top_level_fields
 from supervisor.repeats import Repeats
 
 __all__ = ["FrontDoor"]
@@ -135,8 +136,11 @@ _decode_id = total_decoder(msgspec.msgpack.Decoder(_Id).decode)
 
 
 def _salvage_id(payload: bytes) -> int:
-    """The request id from a message that did not decode as a request, or 0."""
+    """The request id from a message that did not decode as a request, or 0: read by msgspec, else
+    (a value nested too deeply, a key that is not a string) by a bounded scan of the top level."""
     try:
         return _decode_id(payload).id
     except msgspec.DecodeError:
-        return 0
+        pass
+    id = top_level_fields(payload, ("id",)).get("id")
+    return id if type(id) is int and -(2**63) <= id < 2**64 else 0

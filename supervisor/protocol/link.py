@@ -6,12 +6,13 @@ call id of a command too deep to decode, so that the call can still be answered.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import msgspec
 
 from supervisor.protocol.codec import _Message, encode, total_decoder
 from supervisor.protocol.payloads import WorkerTool
+from supervisor.protocol.scan import top_level_fields
 
 
 class Invoke(_Message):
@@ -136,74 +137,11 @@ decode_worker_command = total_decoder(_worker_command.decode)
 decode_worker_event = total_decoder(_worker_event.decode)
 HEARTBEAT: Final = encode(Heartbeat())  # the same bytes every time, both ways
 
-# msgpack type bytes beyond the fixed ranges: how many bytes follow; (length width, bytes between the
-# length and the payload) for strings, bin and ext; (count width, values per count) for containers.
-_MP_FIXED: Final = {
-    **{0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8},
-    **{0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17},  # fixext: its type byte, then its data
-}
-_MP_SIZED: Final = {
-    **{0xC4: (1, 0), 0xC5: (2, 0), 0xC6: (4, 0), 0xC7: (1, 1), 0xC8: (2, 1), 0xC9: (4, 1)},
-    **{0xD9: (1, 0), 0xDA: (2, 0), 0xDB: (4, 0)},
-}
-_MP_COUNTED: Final = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}
-_MP_MAPS: Final = {0xDE: 2, 0xDF: 4}  # map16, map32: their count's width
-
-
-def _skip_msgpack(data: bytes, pos: int) -> int:
-    """Where the msgpack value at ``pos`` ends, found without recursion; raises ``ValueError`` or
-    ``IndexError`` for bytes that are not one value."""
-    remaining = 1
-    while remaining:
-        remaining -= 1
-        kind = data[pos]
-        pos += 1
-        if kind <= 0x7F or kind >= 0xE0 or kind in (0xC0, 0xC2, 0xC3):
-            continue
-        if kind <= 0x8F:
-            remaining += 2 * (kind & 0x0F)
-        elif kind <= 0x9F:
-            remaining += kind & 0x0F
-        elif kind <= 0xBF:
-            pos += kind & 0x1F
-        elif kind in _MP_FIXED:
-            pos += _MP_FIXED[kind]
-        elif kind in _MP_SIZED:
-            width, extra = _MP_SIZED[kind]
-            pos += width + extra + int.from_bytes(data[pos : pos + width], "big")
-        elif kind in _MP_COUNTED:
-            width, per = _MP_COUNTED[kind]
-            remaining += per * int.from_bytes(data[pos : pos + width], "big")
-            pos += width
-        else:
-            raise ValueError(f"not msgpack: byte {kind:#x}")
-        if pos > len(data):
-            raise ValueError("truncated")
-    return pos
-
 
 def salvage_call(frame: bytes) -> tuple[str, int] | None:
     """The type tag and ``call`` of a worker command that does not decode (its arguments nested
     deeper than msgspec recurses, say), found by a scan of its top level that does not recurse, so
     the call can still be answered; None when the frame has no such fields."""
-    try:
-        head = frame[0]
-        if 0x80 <= head <= 0x8F:
-            pos, pairs = 1, head & 0x0F
-        elif head in _MP_MAPS:
-            width = _MP_MAPS[head]
-            pos, pairs = 1 + width, int.from_bytes(frame[1 : 1 + width], "big")
-        else:
-            return None
-        fields: dict[str, Any] = {}
-        for _ in range(min(pairs, 64)):  # a command has a handful of fields
-            end = _skip_msgpack(frame, pos)
-            key = msgspec.msgpack.decode(frame[pos:end])
-            pos, end = end, _skip_msgpack(frame, end)
-            if key in ("type", "call"):
-                fields[key] = msgspec.msgpack.decode(frame[pos:end])
-            pos = end
-    except (IndexError, ValueError, RecursionError):  # msgspec's DecodeError is a ValueError
-        return None
+    fields = top_level_fields(frame, ("type", "call"))
     kind, call = fields.get("type"), fields.get("call")
     return (kind, call) if isinstance(kind, str) and type(call) is int else None

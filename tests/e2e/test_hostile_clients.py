@@ -71,11 +71,15 @@ MALFORMED: dict[str, tuple[bytes, int]] = {
             (mp("name"), mp("mcp_test_echo")),
             (mp("arguments"), mp_map((mp("text"), deep(1000)))),
         ),
-        0,
+        8,
     ),
     "1000-deep unknown field": (
         mp_map((mp("type"), mp("Ping")), (mp("id"), mp(9)), (mp("x"), deep(1000))),
-        0,
+        9,
+    ),
+    "the id after 3000-deep nesting": (
+        mp_map((mp("type"), mp("Ping")), (mp("x"), deep(3000)), (mp("id"), mp(13))),
+        13,
     ),
     "1000-deep under an unknown tag": (mp_map((mp("x"), deep(1000)), (mp("type"), mp("Nope"))), 0),
     "1000-deep top level": (deep(1000), 0),
@@ -91,7 +95,7 @@ MALFORMED: dict[str, tuple[bytes, int]] = {
     ),
     "a map key that is not a string": (
         mp_map((mp("type"), mp("Ping")), (mp("id"), mp(12)), (mp(3), mp(1))),
-        0,
+        12,
     ),
 }
 
