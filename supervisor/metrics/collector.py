@@ -41,7 +41,7 @@ class ServerSample:
     """One configured server, as its row in ``status`` says, at scrape time."""
 
     name: str
-    state: WorkerState
+    state: str  # one of STATES (a status row's state is a plain string on the wire)
     restarts: int
     tools: int
     in_flight: int  # tool calls pending

@@ -8,7 +8,7 @@ decodes a newer message (unknown fields are skipped). Every decoder is made tota
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Literal, TypeGuard, TypeVar
+from typing import Annotated, Final, Literal, TypeGuard, TypeVar
 
 import msgspec
 
@@ -44,6 +44,9 @@ STATE_PRECEDENCE: Final[tuple[WorkerState, ...]] = (
     "stopped",
 )
 """The states, best first: a pool's state is its best worker's, and summaries list them in this order."""
+StateName = Annotated[str, msgspec.Meta(extra={"open_enum": "WorkerState"})]
+"""A ``WorkerState`` as the status rows and state events carry it: any string decodes, so that a state
+a newer supervisor adds does not make an older client's decoder refuse the whole message."""
 
 
 class _Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):

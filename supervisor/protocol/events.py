@@ -6,7 +6,7 @@ from typing import Final
 
 import msgspec
 
-from supervisor.protocol.codec import WorkerState, _Message, total_decoder
+from supervisor.protocol.codec import StateName, _Message, total_decoder
 from supervisor.protocol.payloads import ToolInfo
 
 
@@ -28,8 +28,8 @@ class StateChanged(_Message):
     """Published when a server's worker changes state (topic ``state``)."""
 
     server: str
-    state: WorkerState
-    previous: WorkerState
+    state: StateName
+    previous: StateName
     restarts: int = 0
     last_error: str | None = None
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from supervisor.protocol.codec import WorkerState
+from supervisor.protocol.codec import StateName
 
 ProgressCallback = Callable[[float, float | None, str | None], object]
 """``fn(progress, total, message)``, for each progress notification of a call: how the client stub
@@ -123,7 +123,7 @@ class WorkerStatus(msgspec.Struct, frozen=True, kw_only=True):
     (``scope: client``), in ``ServerStatus.workers``."""
 
     name: str  # "files#2" for a replica, "files@CLIENT" for a session
-    state: WorkerState
+    state: StateName
     worker_pid: int | None = None
     server_pid: int | None = None
     restarts: int = 0
@@ -139,7 +139,7 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     state of the whole (``ready`` while any replica is), and one ``workers`` entry per worker."""
 
     server: str
-    state: WorkerState
+    state: StateName
     worker_pid: int | None = None
     server_pid: int | None = None
     restarts: int = 0

@@ -153,6 +153,8 @@ def _lengths(info: mi.StrType | mi.ListType, unit: str) -> str:
 def render_type(info: mi.Type, enums: Mapping[str, tuple[str, ...]]) -> str:
     """A type as the spec writes it: msgpack's own kinds, payload structs and enums by name (linked)."""
     match info:
+        case mi.Metadata(type=mi.StrType(pattern=None), extra={"open_enum": str(name)}) if name in enums:
+            return f"str: a {_link(name)}, or one a newer version adds"
         case mi.IntType():
             return "int" + _bounds(info)
         case mi.FloatType():

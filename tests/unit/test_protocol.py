@@ -42,12 +42,14 @@ from supervisor.protocol import (
     ServerStatus,
     Start,
     Started,
+    StateChanged,
     StatusReply,
     Stop,
     ToolInfo,
     ToolList,
     ToolResult,
     WorkerTool,
+    decode_event,
     decode_front_reply,
     decode_front_request,
     decode_worker_command,
@@ -446,7 +448,7 @@ def test_garbage_bytes_raise_decode_error(decoder: Decoder, garbage: bytes) -> N
         ({"type": "CallTool", "id": 1}, decode_front_request),
         ({"type": "Invoke", "call": 1, "tool": "t", "arguments": {}}, decode_worker_command),
         (
-            {"type": "StatusReply", "id": 1, "servers": [{"server": "s", "state": "dozing"}]},
+            {"type": "StatusReply", "id": 1, "servers": [{"server": "s", "state": 3}]},
             decode_front_reply,
         ),
         ([1, 2, 3], decode_worker_event),
@@ -465,6 +467,29 @@ def test_garbage_bytes_raise_decode_error(decoder: Decoder, garbage: bytes) -> N
 def test_well_formed_but_invalid_messages_raise_validation_error(data: Any, decoder: Decoder) -> None:
     with pytest.raises(msgspec.ValidationError):
         decoder(msgspec.msgpack.encode(data))
+
+
+def test_a_state_this_version_does_not_know_decodes_as_it_is() -> None:
+    """A newer supervisor may add a state: an older client still reads the status and the events."""
+    reply = decode_front_reply(
+        msgspec.msgpack.encode(
+            {
+                "type": "StatusReply",
+                "id": 1,
+                "servers": [
+                    {"server": "s", "state": "dozing", "workers": [{"name": "s#2", "state": "dozing"}]}
+                ],
+            }
+        )
+    )
+    assert isinstance(reply, StatusReply)
+    assert reply.servers[0].state == "dozing" and reply.servers[0].workers[0].state == "dozing"
+    event = decode_event(
+        msgspec.msgpack.encode(
+            {"type": "StateChanged", "server": "s", "state": "dozing", "previous": "ready"}
+        )
+    )
+    assert isinstance(event, StateChanged) and event.state == "dozing"
 
 
 def test_validation_error_is_a_decode_error() -> None:
