@@ -119,8 +119,13 @@ def http_app(facade: Facade, host: str, tokens: Sequence[str] | None) -> ASGIApp
     return app if tokens is None else BearerAuth(app, tokens)
 
 
+LISTEN_BACKLOG: Final = 2048  # uvicorn's own default; it calls listen() again with it
+
+
 def bind(host: str, port: int) -> socket.socket:
-    """The listening socket (bound before serving, so that port 0 can say which port it got)."""
+    """The listening socket: bound and listening before serving, so that port 0 can say which port it
+    got, and a host that connects the moment the ``LISTENING`` line appears is queued by the kernel
+    until the server accepts (rather than refused)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without it every
     # response waits for the host's delayed ACK (Nagle: some 40 ms a request).
@@ -128,6 +133,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
+        sock.listen(LISTEN_BACKLOG)
     except OSError:
         sock.close()
         raise

@@ -13,8 +13,10 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -28,7 +30,16 @@ from mcp.shared.exceptions import MCPError
 
 from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorUnreachableError
-from tests.e2e.facade import HOST_TIMEOUT, HOST_WARNINGS, HttpFacade, Notes, http_host, stdio_host, text_of
+from tests.e2e.facade import (
+    HOST_TIMEOUT,
+    HOST_WARNINGS,
+    HttpFacade,
+    Notes,
+    facade_argv,
+    http_host,
+    stdio_host,
+    text_of,
+)
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
@@ -482,3 +493,41 @@ def test_serve_without_tokens_refuses_to_start_and_says_how(tmp_path: Path) -> N
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr
     missing = run_cli("mcp", "--config", str(tmp_path / "absent.json"))
     assert missing.returncode == 2 and "absent.json" in missing.stderr
+
+
+def test_http_facade_accepts_a_connection_the_moment_it_prints_listening(tmp_path: Path) -> None:
+    """A script that connects on the LISTENING line is queued by the kernel, never refused: the line
+    is printed once the socket listens (not once uvicorn, imported later, gets round to it)."""
+    endpoint = f"ipc://{tmp_path}/nobody.sock"  # no supervisor: the listener does not depend on one
+    process = subprocess.Popen(
+        facade_argv(endpoint, "serve", "--http", "127.0.0.1:0", "--no-auth"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert process.stderr is not None
+        line = ""
+        deadline = threading.Timer(HOST_TIMEOUT, process.kill)  # the read below is bounded by this
+        deadline.start()
+        try:
+            for line in process.stderr:
+                if line.startswith("LISTENING "):
+                    break
+        finally:
+            deadline.cancel()
+        assert line.startswith("LISTENING "), f"no LISTENING line within {HOST_TIMEOUT} s: {line!r}"
+        port = int(line.split()[1].rsplit(":", 1)[1].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=HOST_TIMEOUT):
+            pass  # connected: before the fix, ECONNREFUSED while uvicorn was still being imported
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(HOST_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
