@@ -115,6 +115,8 @@ class Ended:
         if self.code is not None and self.code < 0:
             return f"worker was killed by {signal.Signals(-self.code).name}"
         if self.last_word is not None:
+            if self.code == WorkerExit.SERVER_DIED:  # the server's death first, then the worker's
+                return f"{self.last_word}; its worker exited with code {self.code}"
             return self.last_word
         if self.code == WorkerExit.SERVER_DONE:
             return "server exited with status 0"

@@ -227,6 +227,28 @@ class CallTable:
         heapq.heappush(self._deadlines, (deadline, call))
         return deadline
 
+    def move(self, call: int, worker: bytes) -> Pending | None:
+        """A pending call goes to ``worker`` (one that waited for its server to start); None, with
+        nothing done, for a call no longer pending."""
+        pending = self._pending.get(call)
+        if pending is None:
+            return None
+        calls = self._by_worker.get(pending.worker)
+        if calls is not None:
+            calls.discard(call)
+            if not calls:
+                del self._by_worker[pending.worker]
+        pending.worker = worker
+        self._by_worker.setdefault(worker, set()).add(call)
+        return pending
+
+    def end(self, call: int, code: ErrorCode, message: str) -> None:
+        """A pending call fails now with ``code`` (nothing, for a call no longer pending)."""
+        pending = self._pending.get(call)
+        if pending is not None:
+            self._forget(call, pending)
+            self.fail(pending, code, message)
+
     def settle(self, call: int, worker: bytes) -> Pending | None:
         """The pending entry ``worker`` answers, forgotten; None for a call it does not have (late,
         or another incarnation's)."""

@@ -82,6 +82,7 @@ from supervisor.reloading import Reloads, ReloadWatcher
 from supervisor.repeats import Repeats
 from supervisor.router import Router
 from supervisor.spawn import Spawner, SpawnMode, WorkerProcess
+from supervisor.waiting import WaitingRoom
 from supervisor.worker_link import WorkerLink
 from supervisor.worker_log import LogBook, LogRing
 
@@ -293,6 +294,7 @@ class Supervisor:
 
     def state_changed(self, server: Server, previous: WorkerState) -> None:
         self._events.state_changed(server.name, server.state, previous, server.restarts, server.last_error)
+        self._router.server_changed(server)
 
     def register_tools(self, spec: ServerSpec, tools: list[WorkerTool]) -> int:
         """Register a server's tools (those its config's tool view lets through), publish what
@@ -424,9 +426,11 @@ class Supervisor:
                     pending.server,
                     what,
                 )
-                self.calls.fail(
-                    pending, "TIMEOUT", f"server {pending.server!r} did not answer {what} in time"
-                )
+                message = f"server {pending.server!r} did not answer {what} in time"
+                server = self.servers.get(pending.server)
+                if WaitingRoom.holds(pending.worker) and server is not None:  # it never reached a worker
+                    message = f"{server.why_unavailable()}: not ready within the deadline of {what}"
+                self.calls.fail(pending, "TIMEOUT", message)
 
     # --------------------------------------------------------------- replies
 

@@ -59,6 +59,7 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.registry import Registry, server_of
+from supervisor.waiting import MAX_WAITING, WaitingCall, WaitingRoom
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
 __all__ = ["Router"]
 
 log = logging.getLogger("mcp_supervisor")
+
+COMING_BACK: Final = ("starting", "restarting")  # a tool call for a server in these states waits for it
 
 _LIST_METHODS: Final[dict[type, FetchMethod]] = {
     ListResources: "resources/list",
@@ -100,6 +103,7 @@ class Router:
         self._clock = clock
         self._deadline_added = deadline_added
         self._routing: Span | None = None  # while tracing: the span of the call being routed, until sent
+        self._waiting = WaitingRoom()  # tool calls waiting for their server to (re)start
 
     def call(self, caller: bytes, request: CallTool) -> None:
         if not tracing.on:
@@ -117,40 +121,118 @@ class Router:
             self._error(caller, request.id, "UNAVAILABLE", "the supervisor is shutting down")
             return
         route = self._registry.lookup(request.name)
-        if route is None:
-            server = self._owner_if_not_ready(request.name)
-            if server is None:
-                self._error(caller, request.id, "UNKNOWN_TOOL", f"no tool named {request.name!r}")
-            else:
-                self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
-            return
-        server = self._servers[route.server]
-        if server.state != "ready":
-            self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
+        server = self._owner_if_not_ready(request.name) if route is None else self._servers[route.server]
+        if server is None:
+            self._error(caller, request.id, "UNKNOWN_TOOL", f"no tool named {request.name!r}")
             return
         client = self._client(caller, request.id, request.client)
         if client is None or not self._accepting(caller, request.id, request.timeout):
             return
         budget = server.spec.tool_timeout if request.timeout is None else request.timeout
+        if route is None or server.state != "ready":
+            if server.state in COMING_BACK:
+                self._wait(caller, request, server, client, budget)
+            else:
+                self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
+            return
         if not self._calls.admit(caller, request.id):
             self._refused("OVERLOADED", "refused by admission")
             return
         call = self._calls.new_call()
+        pending = Pending(caller, request.id, b"", server.name, route.tool, progress=request.progress)
+        if self._routing is not None:  # traced: the span goes with the call
+            pending.span, self._routing = self._routing, None
+        invoke = self._invoke(call, server.name, route.tool, request, client, budget, pending)
+        waiting = WaitingCall(call, request, client, budget, self._clock())
+        self._dispatch(server, client, call, encode(invoke), pending, budget, waiting=waiting)
+
+    def _invoke(
+        self,
+        call: int,
+        server: str,
+        tool: str,
+        request: CallTool,
+        client: str,
+        budget: float,
+        pending: Pending,
+    ) -> Invoke:
         invoke = Invoke(
             call=call,
-            tool=route.tool,
+            tool=tool,
             arguments=request.arguments,
             budget=budget,
             progress=request.progress,
             client=client,
             answers=request.answers,
         )
-        pending = Pending(caller, request.id, b"", server.name, route.tool, progress=request.progress)
-        if self._routing is not None:  # traced: the span goes with the call, its context to the worker
-            tracing.routed(self._routing, server.name, route.tool)
-            invoke.traceparent, invoke.tracestate = tracing.wire_context(self._routing)
+        if pending.span is not None:  # traced: the span's context goes to the worker
+            tracing.routed(pending.span, server, tool)
+            invoke.traceparent, invoke.tracestate = tracing.wire_context(pending.span)
+        return invoke
+
+    def _wait(self, caller: bytes, request: CallTool, server: Server, client: str, budget: float) -> None:
+        """Hold a call for a server that is (re)starting, within the call's own deadline."""
+        if self._waiting.full(server.name):
+            why = f"{MAX_WAITING} calls already wait for server {server.name!r} ({server.why_unavailable()})"
+            self._error(caller, request.id, "OVERLOADED", why)
+            return
+        if not self._calls.admit(caller, request.id):
+            self._refused("OVERLOADED", "refused by admission")
+            return
+        call = self._calls.new_call()
+        pending = Pending(caller, request.id, b"", server.name, request.name, progress=request.progress)
+        if self._routing is not None:
             pending.span, self._routing = self._routing, None
-        self._dispatch(server, client, call, encode(invoke), pending, budget)
+        self._hold_waiting(server, pending, WaitingCall(call, request, client, budget, self._clock()))
+
+    def _hold_waiting(self, server: Server, pending: Pending, waiting: WaitingCall) -> None:
+        pending.worker = WaitingRoom.worker_of(server.name)
+        self._waiting.add(server.name, waiting)
+        self._deadline_added(self._calls.remember(waiting.call, pending, waiting.budget, waiting.arrived))
+
+    def server_changed(self, server: Server) -> None:
+        """``server``'s state changed: the calls waiting for it go on (``ready``), or fail at once when
+        it is not coming back by itself (``failed``, ``needs-login``, ``stopped``)."""
+        if server.state in COMING_BACK or not (waiting := self._waiting.take(server.name)):
+            return
+        if server.state != "ready":
+            self._calls.worker_gone(
+                WaitingRoom.worker_of(server.name), "UNAVAILABLE", server.why_unavailable()
+            )
+            return
+        now = self._clock()
+        for entry in waiting:
+            if not self._calls.is_pending(entry.call):  # expired or cancelled while it waited
+                continue
+            route = self._registry.lookup(entry.request.name)
+            if route is None or route.server != server.name:
+                why = f"server {server.name!r} came back without a tool named {entry.request.name!r}"
+                self._calls.end(entry.call, "UNKNOWN_TOOL", why)
+                continue
+            target = server.route(entry.client)
+            if isinstance(target, Refusal):
+                self._calls.end(entry.call, target.code, target.message)
+                continue
+            pending = self._calls.move(entry.call, target.target)
+            assert pending is not None
+            pending.tool = route.tool
+            budget = max(entry.budget - (now - entry.arrived), 0.001)
+            payload = encode(
+                self._invoke(
+                    entry.call, server.name, route.tool, entry.request, entry.client, budget, pending
+                )
+            )
+            if not target.serving:
+                server.hold(target, entry.call, payload)
+            elif not self._link_send(target.target, payload):
+                self._calls.end(entry.call, "UNAVAILABLE", server.why_unavailable())
+
+    def _link_send(self, worker: bytes, payload: bytes) -> bool:
+        try:
+            self._send(worker, payload)
+        except Unroutable:
+            return False
+        return True
 
     def list(self, caller: bytes, request: ListResources | ListResourceTemplates | ListPrompts) -> None:
         """One server's listing, or every ready server's, gathered into one ``Listing``. A gathered
@@ -324,17 +406,27 @@ class Router:
         pending: Pending,
         budget: float,
         to: Keeper | None = None,
+        waiting: WaitingCall | None = None,
     ) -> None:
         """Send an admitted request to the worker ``server`` routes it to (``to``, if given), or have the
         server hold it for a session that is starting, and remember it until it is answered. A worker
-        found unreachable is avoided, and the next one tried; with none left, ``UNAVAILABLE``."""
+        found unreachable is avoided, and the next one tried; with none left, a tool call (``waiting``)
+        waits for the server when it is coming back, and anything else is ``UNAVAILABLE``."""
         avoid: list[Keeper] = []
         while True:
             target: Keeper | Refusal = server.route(client, avoid) if to is None else to
             if avoid and to is not None:
                 target = Refusal("UNAVAILABLE", server.why_unavailable())
             if isinstance(target, Refusal):
-                self._calls.fail(pending, target.code, target.message)
+                if (
+                    waiting is not None
+                    and target.code == "UNAVAILABLE"
+                    and server.state in (*COMING_BACK, "ready")
+                    and not self._waiting.full(server.name)
+                ):
+                    self._hold_waiting(server, pending, waiting)  # its only worker is ending: it restarts
+                else:
+                    self._calls.fail(pending, target.code, target.message)
                 return
             pending.worker = target.target
             if not target.serving:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
@@ -271,8 +272,8 @@ class Worker:
             if code is None:
                 how = "closed its stdout"  # and had not exited when last looked at
             else:
-                how = f"exited with code {code}" if code > 0 else f"was killed by signal {-code}"
-            log.error("server process %s", how)
+                how = f"exited with code {code}" if code > 0 else f"was killed by {_signal_name(-code)}"
+            log.log(LAST_WORD, "server process %s", how)  # the calls it had fail naming this first
             self._end(WorkerExit.SERVER_DIED)
 
     def _give_up(self, code: WorkerExit, reason: str) -> None:
@@ -321,3 +322,10 @@ def _login_needed_in(failure: BaseException) -> str | None:
 def _server_name(client: Client) -> str:
     info = client.server_info
     return f"{info.name} {info.version}" if info is not None else ""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"

@@ -194,7 +194,7 @@ def test_a_call_that_fails_after_it_was_sent_ends_its_span_with_the_code(
 
 @pytest.mark.parametrize(
     ("name", "state", "code"),
-    [("mcp_test_nope", "ready", "UNKNOWN_TOOL"), ("mcp_test_echo", "restarting", "UNAVAILABLE")],
+    [("mcp_test_nope", "ready", "UNKNOWN_TOOL"), ("mcp_test_echo", "failed", "UNAVAILABLE")],
 )
 def test_a_call_answered_at_once_ends_its_span_with_the_code_and_sends_nothing(
     spans: InMemorySpanExporter, name: str, state: str, code: str
@@ -206,6 +206,34 @@ def test_a_call_answered_at_once_ends_its_span_with_the_code_and_sends_nothing(
     assert attributes(route)["mcp_supervisor.outcome"] == code
     assert route.status.status_code is StatusCode.ERROR
     assert sup.to_workers == []
+
+
+@pytest.mark.parametrize(
+    ("then", "code"), [("ready", None), ("failed", "UNAVAILABLE"), ("stopped", "UNAVAILABLE")]
+)
+def test_a_call_for_a_restarting_server_waits_for_it_and_keeps_its_span(
+    spans: InMemorySpanExporter, then: str, code: str | None
+) -> None:
+    sup = Supervisor(state="restarting")
+    sup.call()
+    assert sup.to_workers == [] and sup.replies == [] and len(sup.calls) == 1  # waiting, not refused
+    server = sup.router._servers["test"]
+    cast(FakeServer, server).state = then
+    sup.router.server_changed(server)
+    if code is None:  # sent on, with the span's context, and answered as any call
+        [invoke] = sup.invokes()
+        assert invoke.tool == "echo" and invoke.traceparent.startswith(f"00-{TRACE_ID}-")
+        pending = sup.calls.settle(invoke.call, WORKER)
+        assert pending is not None and pending.tool == "echo"
+        sup.calls.answer(pending, msgspec.Raw(b"\x80"))
+        assert isinstance(sup.replies[-1][1], CallResult)
+    else:  # the server is not coming back by itself: the call fails now, saying why
+        assert sup.to_workers == []
+        [(_, reply)] = sup.replies
+        assert isinstance(reply, ErrorReply) and reply.code == code and f"is {then}" in reply.message
+    [route] = spans.get_finished_spans()
+    assert attributes(route)["mcp_supervisor.outcome"] == (code or "ok")
+    assert len(sup.calls) == 0
 
 
 def test_a_call_refused_as_overloaded_ends_its_span_so(spans: InMemorySpanExporter) -> None:
