@@ -137,12 +137,15 @@ class AsyncSupervisorClient:
 
     # ------------------------------------------------------------ the registry
 
-    async def list_tools(self) -> list[ToolInfo]:
-        return await self._do(self._requests.list_tools())
+    async def list_tools(self, wait: float = 0.0) -> list[ToolInfo]:
+        """The registry's tools; with ``wait``, once every server's first start is over (a supervisor
+        just started answers with every ready server's tools), or after ``wait`` seconds at most."""
+        return await self._do(self._requests.list_tools(wait))
 
-    async def tool_list(self) -> ToolList:
-        """The tools with the registry's ``version`` (it grows by one with each change)."""
-        return await self._do(self._requests.tool_list())
+    async def tool_list(self, wait: float = 0.0) -> ToolList:
+        """The tools with the registry's ``version`` (it grows by one with each change) and the servers
+        still ``starting`` for the first time; ``wait`` as for ``list_tools``."""
+        return await self._do(self._requests.tool_list(wait))
 
     async def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in await self.list_tools()]

@@ -369,6 +369,14 @@ def _facade_parsers(
     view.add_argument(
         "--timeout", type=float, help="seconds a call may take (default: the server's toolTimeout)"
     )
+    view.add_argument(
+        "--list-wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a host's first listing may wait for the supervisor to answer and for its servers' "
+        "first starts to be over, so that a host that lists once sees every tool (default 30)",
+    )
     view.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
     mcp = sub.add_parser(

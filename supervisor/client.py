@@ -169,12 +169,15 @@ class SupervisorClient:
 
     # ------------------------------------------------------------ the registry
 
-    def list_tools(self) -> list[ToolInfo]:
-        return self._do(self._requests.list_tools())
+    def list_tools(self, wait: float = 0.0) -> list[ToolInfo]:
+        """The registry's tools; with ``wait``, once every server's first start is over (a supervisor
+        just started answers with every ready server's tools), or after ``wait`` seconds at most."""
+        return self._do(self._requests.list_tools(wait))
 
-    def tool_list(self) -> ToolList:
-        """The tools with the registry's ``version`` (it grows by one with each change)."""
-        return self._do(self._requests.tool_list())
+    def tool_list(self, wait: float = 0.0) -> ToolList:
+        """The tools with the registry's ``version`` (it grows by one with each change) and the servers
+        still ``starting`` for the first time; ``wait`` as for ``list_tools``."""
+        return self._do(self._requests.tool_list(wait))
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(tool) for tool in self.list_tools()]

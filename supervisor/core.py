@@ -42,6 +42,7 @@ from supervisor.calls import CallMeter, CallTable
 from supervisor.config import Config, ServerSpec, SupervisorSettings
 from supervisor.crew import Crew
 from supervisor.curve import Gate
+from supervisor.first_starts import FirstStarts
 from supervisor.front import FrontDoor
 from supervisor.keeper import Keeper
 from supervisor.keys import ServerKeys
@@ -72,7 +73,6 @@ from supervisor.protocol import (
     Start,
     StatusReply,
     Stop,
-    ToolList,
     WorkerState,
     WorkerTool,
 )
@@ -166,6 +166,7 @@ class Supervisor:
         self._gate: Gate | None = None
         self._tasks: trio.Nursery | None = None  # where servers and reloads run
         self.shutdown_requested = trio.Event()  # a front ``Shutdown`` asked us to stop
+        self._first_starts = FirstStarts(self.registry, self.servers, self._front.reply)
         self.shutdown_grace: float | None = None  # its grace (None: the config's shutdownGrace)
 
     @property
@@ -295,6 +296,7 @@ class Supervisor:
     def state_changed(self, server: Server, previous: WorkerState) -> None:
         self._events.state_changed(server.name, server.state, previous, server.restarts, server.last_error)
         self._router.server_changed(server)
+        self._first_starts.state_changed(server.name, server.state)
 
     def register_tools(self, spec: ServerSpec, tools: list[WorkerTool]) -> int:
         """Register a server's tools (those its config's tool view lets through), publish what
@@ -362,9 +364,8 @@ class Supervisor:
         match request:
             case CallTool():
                 self._router.call(caller, request)
-            case ListTools(id=id):
-                tools = self.registry.tools()
-                self._reply(caller, ToolList(id=id, tools=tools, version=self.registry.version))
+            case ListTools():
+                self._first_starts.list_tools(caller, request, self._tasks)
             case GetStatus(id=id):
                 self._reply(caller, self.status(id))
             case Restart() | Stop() | Start():

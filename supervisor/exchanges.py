@@ -33,6 +33,7 @@ from supervisor.errors import SupervisorError, ToolExecutionError, error_for
 from supervisor.protocol import (
     MAX_GRACE,
     MAX_IDENTITY,
+    MAX_LIST_WAIT,
     Answer,
     CallResult,
     CallTool,
@@ -210,11 +211,12 @@ class Requests:
         """Requests for another identity over the same connection (the same ids)."""
         return Requests(identity, answers, self._ids)
 
-    def tool_list(self) -> Exchange[ToolList]:
-        return Exchange(ListTools(id=next(self._ids)), _expecting(ToolList))
+    def tool_list(self, wait: float = 0.0) -> Exchange[ToolList]:
+        return Exchange(_list_tools(next(self._ids), wait), _expecting(ToolList), _list_wait(wait))
 
-    def list_tools(self) -> Exchange[list[ToolInfo]]:
-        return Exchange(ListTools(id=next(self._ids)), lambda reply: _expect(reply, ToolList).tools)
+    def list_tools(self, wait: float = 0.0) -> Exchange[list[ToolInfo]]:
+        parse: Callable[[FrontReply], list[ToolInfo]] = lambda reply: _expect(reply, ToolList).tools  # noqa: E731
+        return Exchange(_list_tools(next(self._ids), wait), parse, _list_wait(wait))
 
     def status(self) -> Exchange[list[ServerStatus]]:
         return Exchange(GetStatus(id=next(self._ids)), lambda reply: _expect(reply, StatusReply).servers)
@@ -374,3 +376,14 @@ def _expect(reply: FrontReply, kind: type[_T]) -> _T:
     if not isinstance(reply, kind):
         raise SupervisorError(f"unexpected reply {type(reply).__name__}, wanted {kind.__name__}")
     return reply
+
+
+def _list_tools(id: int, wait: float) -> ListTools:
+    if not (wait >= 0 and math.isfinite(wait)):
+        raise ValueError(f"wait must be a number of seconds, 0 or more, not {wait!r}")
+    return ListTools(id=id, wait=wait)
+
+
+def _list_wait(wait: float) -> float | None:
+    """How long a client waits for a listing that may wait ``wait`` seconds (None: its request_timeout)."""
+    return min(wait, MAX_LIST_WAIT) + REQUEST_TIMEOUT if wait > 0 else None

@@ -2,9 +2,12 @@
 
 ``$MCP_SUPERVISOR_ENDPOINT`` overrides the front endpoint for every command and
 for the client stub. Without it the front socket is
-``ipc://$XDG_RUNTIME_DIR/mcp-supervisor/supervisor.sock``, or
-``ipc:///tmp/mcp-supervisor-$UID/supervisor.sock`` when there is no
-``XDG_RUNTIME_DIR``. The directory of any ``ipc://`` endpoint the supervisor
+``ipc://$XDG_RUNTIME_DIR/mcp-supervisor/supervisor.sock``; when ``XDG_RUNTIME_DIR``
+is not passed down (MCP hosts start their servers with a few variables only:
+HOME, PATH, SHELL, TERM, USER, LOGNAME), ``/run/user/$UID`` stands for it when it
+exists and is ours, so a facade a host starts finds the supervisor the user's
+login shell or user unit started; else ``ipc:///tmp/mcp-supervisor-$UID/supervisor.sock``.
+The directory of any ``ipc://`` endpoint the supervisor
 binds must be private: created with mode 0700, or refused when other users can
 write to it (they could replace the socket with their own).
 """
@@ -16,6 +19,7 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 __all__ = [
     "ENDPOINT_ENV",
@@ -24,6 +28,7 @@ __all__ = [
     "default_events_endpoint",
     "ensure_runtime_dir",
     "ipc_path",
+    "log_beside",
     "resolve_endpoint",
     "runtime_dir",
 ]
@@ -31,12 +36,26 @@ __all__ = [
 ENDPOINT_ENV = "MCP_SUPERVISOR_ENDPOINT"
 
 
+RUN_USER: Final = Path("/run/user")  # where the login manager keeps each user's runtime directory
+
+
 def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_RUNTIME_DIR/mcp-supervisor``; else ``/run/user/$UID/mcp-supervisor`` when that
+    runtime directory exists and is ours; else ``/tmp/mcp-supervisor-$UID``."""
     env = os.environ if environ is None else environ
     xdg = env.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg):
         return Path(xdg) / "mcp-supervisor"
-    return Path(tempfile.gettempdir()) / f"mcp-supervisor-{os.getuid()}"
+    uid = os.getuid()
+    login = RUN_USER / str(uid)
+    try:
+        info = login.stat()
+    except OSError:
+        pass
+    else:
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
+            return login / "mcp-supervisor"
+    return Path(tempfile.gettempdir()) / f"mcp-supervisor-{uid}"
 
 
 def ensure_runtime_dir(path: Path) -> Path:
@@ -68,6 +87,17 @@ def claim_ipc_dir(directory: Path) -> Path:
 
 def default_endpoint(environ: Mapping[str, str] | None = None) -> str:
     return f"ipc://{runtime_dir(environ) / 'supervisor.sock'}"
+
+
+def log_beside(endpoint: str) -> Path:
+    """Where a supervisor started in the background for ``endpoint`` writes its output: beside an
+    ``ipc://`` socket (``supervisor.sock`` -> ``supervisor.log``), else in the runtime directory under
+    a name made from the endpoint, so that no two supervisors share a log."""
+    path = ipc_path(endpoint)
+    if path is not None:
+        return path.with_name(f"{path.name.removesuffix('.sock')}.log")
+    name = "".join(c if c.isalnum() or c in "-." else "-" for c in endpoint.split("://", 1)[-1])
+    return runtime_dir() / f"supervisor-{name}.log"
 
 
 def default_events_endpoint(front: str) -> str:

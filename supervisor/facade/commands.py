@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Final
 
 from supervisor.exit_codes import CliError, ExitCode
 from supervisor.facade.hosts import Launch, entry, where
-from supervisor.paths import runtime_dir
+from supervisor.paths import log_beside, resolve_endpoint
+from supervisor.protocol import MAX_LIST_WAIT
 
 if TYPE_CHECKING:
     from supervisor.facade.launch import Launcher
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["TOKEN_ENV", "cmd_host_config", "cmd_mcp", "cmd_serve", "parse_listen"]
 
 TOKEN_ENV: Final = "MCP_SUPERVISOR_TOKEN"  # bearer tokens for `serve --http`, comma-separated
-LAUNCH_LOG: Final = "supervisor.log"  # in the runtime directory: the output of a supervisor `mcp` started
 
 
 def _options(args: argparse.Namespace) -> FacadeOptions:
@@ -39,7 +39,12 @@ def _options(args: argparse.Namespace) -> FacadeOptions:
     globs = tuple(g.strip() for value in args.tools or () for g in value.split(",") if g.strip())
     if args.timeout is not None and not args.timeout > 0:
         raise CliError(f"--timeout must be a positive number of seconds, not {args.timeout}", ExitCode.USAGE)
-    return FacadeOptions(view=View(servers=servers, tools=globs), search=args.search, timeout=args.timeout)
+    if not 0 <= args.list_wait <= MAX_LIST_WAIT:
+        raise CliError(
+            f"--list-wait must be 0 to {MAX_LIST_WAIT:g} seconds, not {args.list_wait}", ExitCode.USAGE
+        )
+    view = View(servers=servers, tools=globs)
+    return FacadeOptions(view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait)
 
 
 def _launcher(args: argparse.Namespace) -> Launcher | None:
@@ -50,7 +55,8 @@ def _launcher(args: argparse.Namespace) -> Launcher | None:
     config = Path(args.config).expanduser()
     if not config.is_file():
         raise CliError(f"--config {args.config}: no such file", ExitCode.USAGE)
-    return Launcher(config, endpoint=args.endpoint, keys=args.keys, log_path=runtime_dir() / LAUNCH_LOG)
+    log_path = log_beside(resolve_endpoint(args.endpoint))
+    return Launcher(config, endpoint=args.endpoint, keys=args.keys, log_path=log_path)
 
 
 def _logging(level: str) -> None:
@@ -142,7 +148,10 @@ def _command(args: argparse.Namespace) -> list[str]:
     command.append("mcp")
     if args.config:
         command += ["--config", str(Path(args.config).expanduser().resolve())]
-    for flag in ("endpoint", "keys", "servers"):
+    # The endpoint as resolved here, where the user's environment is: a host starts the facade with
+    # only a few variables of its own (no XDG_RUNTIME_DIR, no MCP_SUPERVISOR_ENDPOINT).
+    command += ["--endpoint", resolve_endpoint(args.endpoint)]
+    for flag in ("keys", "servers"):
         value = getattr(args, flag)
         if value:
             command += [f"--{flag}", value]

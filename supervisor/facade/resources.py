@@ -39,7 +39,7 @@ __all__ = ["Catalog", "complete", "listable", "refusal", "template_pattern"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
-FIRST_WAIT: Final = 10.0  # seconds a request waits for the facade's first supervisor to answer
+FIRST_WAIT: Final = 30.0  # seconds a request waits for the facade's first supervisor and its first listing
 _NOT_FOUND: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS", "BAD_REQUEST"})
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
 # What the SDK adds to a result before its check (cache hints, the 2026-07-28 resultType); older

@@ -46,7 +46,9 @@ def _facade(
     options: FacadeOptions, endpoint: str | None, keys: Keys, launcher: Launcher | None
 ) -> tuple[Facade, Upstream]:
     facade = Facade(options)
-    upstream = Upstream(endpoint, keys=keys, changed=facade.changed, launcher=launcher)
+    upstream = Upstream(
+        endpoint, keys=keys, changed=facade.changed, launcher=launcher, list_wait=options.list_wait
+    )
     facade.upstream = upstream
     return facade, upstream
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -41,7 +42,7 @@ from mcp.server.subscriptions import (
     ResourcesListChanged,
     ToolsListChanged,
 )
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import ValidationError
 
 from supervisor import __version__
@@ -103,7 +104,7 @@ class FacadeOptions:
     view: View = field(default_factory=View)
     search: bool = False  # list two tools (search, call by name) instead of the whole registry
     timeout: float | None = None  # seconds a routed call may take (None: the server's toolTimeout)
-    list_wait: float = 10.0  # seconds the first tools/list waits for a supervisor to answer
+    list_wait: float = 30.0  # seconds the first listing waits for a supervisor and its servers' first starts
     search_limit: int = 10  # tools a search returns when the host gives no limit
 
 
@@ -233,6 +234,10 @@ class Facade:
             return complete(ctx, {"tools": _SEARCH_TOOLS})
         upstream = self._client()
         tools = await upstream.tools(self.options.list_wait)
+        if not upstream.connected:  # the host hears why it sees no tools (or only the last known ones)
+            await _tell_host(
+                ctx, "warning", f"{upstream.why}; the tools arrive when it answers (list_changed)"
+            )
         listing, version = self._listing, ctx.protocol_version
         if listing is None or listing[:2] != (self._generation, version):
             entries = [_tool_entry(tool) for tool in self.options.view.select(tools)]
@@ -253,7 +258,7 @@ class Facade:
                 )
             name, arguments = _call_by_name(arguments)
         upstream = self._client()
-        await upstream.wait_first(self.options.list_wait)
+        await upstream.wait_reached(self.options.list_wait)
         tool = upstream.find(name)
         if not self.options.view.may_call(name, tool):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
@@ -385,6 +390,17 @@ def _progress_to(ctx: ServerRequestContext[Any, Any]) -> Any:
         await session.report_progress(progress, total, message)
 
     return relay
+
+
+async def _tell_host(ctx: ServerRequestContext[Any, Any], level: types.LoggingLevel, text: str) -> None:
+    """A log message to the host about its request (``notifications/message``; on 2026-07-28 only if
+    the request asked for log messages at that level)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging: deprecated on 2026-07-28
+            await ctx.session.send_log_message(level, text, "mcp-supervisor", ctx.request_id)
+    except Exception as exc:  # boundary: a host that cannot be told is still answered
+        log.debug("could not tell the host (%s: %s)", type(exc).__name__, exc)
 
 
 def _error_result(text: str) -> types.CallToolResult:

@@ -28,6 +28,7 @@ from supervisor.errors import SupervisorError
 from supervisor.events import AsyncEventWatch
 from supervisor.facade.launch import Launcher
 from supervisor.keys import Keys
+from supervisor.paths import resolve_endpoint
 from supervisor.protocol import StateChanged, ToolInfo
 from supervisor.tool_cache import ToolTable
 
@@ -39,6 +40,7 @@ BEACON_LOSS: Final = 3.5  # seconds without an event (beacons come every second)
 REQUEST_TIMEOUT: Final = 5.0  # seconds for a listing, a ping or a status from the supervisor
 DIAL_RETRY_MIN: Final = 0.2  # seconds between tries to reach a supervisor, doubling ...
 DIAL_RETRY_MAX: Final = 2.0  # ... up to this
+LIST_WAIT: Final = 30.0  # seconds the first listing may wait for the supervisor's servers to start
 
 
 class SupervisorGone(Exception):
@@ -63,14 +65,18 @@ class Upstream:
         keys: Keys = None,
         changed: Callable[[Change], Awaitable[None]],
         launcher: Launcher | None = None,
+        list_wait: float = LIST_WAIT,
     ) -> None:
+        """``list_wait``: seconds a listing may wait for the supervisor's servers to finish starting."""
         self.endpoint = endpoint
+        self._list_wait = list_wait
         self._keys = keys
         self._changed = changed
         self._launcher = launcher
         self._client: AsyncSupervisorClient | None = None
         self._table = ToolTable()
-        self._first = anyio.Event()  # set once a supervisor answered (or the first dial gave up waiting)
+        self._first = anyio.Event()  # set once a supervisor was listed (or the first dial gave up waiting)
+        self._reached = anyio.Event()  # set once a supervisor answered (or the first dial gave up waiting)
         self._calls: set[anyio.CancelScope] = set()
         self._lost: set[anyio.CancelScope] = set()  # scopes cancelled because the supervisor went away
         self.why = "not connected to a supervisor yet"
@@ -87,6 +93,13 @@ class Upstream:
         if not self._first.is_set():
             with anyio.move_on_after(wait):
                 await self._first.wait()
+
+    async def wait_reached(self, wait: float) -> None:
+        """Before the first connection, wait up to ``wait`` seconds for one (not for its first listing:
+        a call need not wait for every server, only for its own, and the supervisor holds it for that)."""
+        if not self._reached.is_set():
+            with anyio.move_on_after(wait):
+                await self._reached.wait()
 
     async def tools(self, wait: float) -> list[ToolInfo]:
         """The registry's tools as last heard (the last known ones while the supervisor is away); before
@@ -122,17 +135,22 @@ class Upstream:
         while True:
             async with AsyncExitStack() as stack:
                 client, watch = await self._dial(stack)
-                self._table.listed(await self._listing(client))
-                self._client = client
+                self._client = client  # calls go through at once (they wait for their server if need be)
+                self._reached.set()
                 self.why = "connected"
-                log.info(
-                    "connected to the supervisor at %s (%d tools)", client.endpoint, len(self._table.tools)
-                )
-                heard_before = self._first.is_set()  # hosts may have listed: tell them (a reconnection)
-                self._first.set()
-                if heard_before:
-                    await self._changed(Change(tools=True, catalog=True))
                 try:
+                    # The first listing waits for the servers still starting, so that a host that
+                    # lists once, right after initialize, sees every tool there will be.
+                    self._table.listed(await self._listing(client, self._list_wait))
+                    log.info(
+                        "connected to the supervisor at %s (%d tools)",
+                        client.endpoint,
+                        len(self._table.tools),
+                    )
+                    heard_before = self._first.is_set()  # hosts may have listed: tell them (a reconnection)
+                    self._first.set()
+                    if heard_before:
+                        await self._changed(Change(tools=True, catalog=True))
                     await self._follow(client, watch)
                 except SupervisorError as exc:  # a listing it did not answer: as good as gone
                     self.why = f"the supervisor did not answer ({exc})"
@@ -161,19 +179,29 @@ class Upstream:
                     stack.push_async_exit(attempt.pop_all())
                     return client, watch
             except SupervisorError as exc:
-                self.why = f"no supervisor answers at {self.endpoint or 'the default endpoint'}: {exc}"
+                self.why = f"no supervisor answers at {self.endpoint or resolve_endpoint()}: {exc}"
             if self._launcher is not None:
                 note = self._launcher.ensure_running()
                 if note:
                     self.why += f"; {note}"
             if not self._first.is_set() and (self._launcher is None or self._launcher.gave_up):
                 self._first.set()  # listings stop waiting: the host sees no tools until one answers
+                self._reached.set()
+                log.warning(
+                    "%s; start one (mcp-supervisor run CONFIG) or give --config: its tools reach the "
+                    "host as soon as it answers",
+                    self.why,
+                )
             log.debug("%s; trying again in %g s", self.why, delay)
             await anyio.sleep(delay)
             delay = min(delay * 2, DIAL_RETRY_MAX)
 
-    async def _listing(self, client: AsyncSupervisorClient) -> tuple[list[ToolInfo], int]:
-        reply = await client.tool_list()
+    async def _listing(self, client: AsyncSupervisorClient, wait: float = 0.0) -> tuple[list[ToolInfo], int]:
+        reply = await client.tool_list(wait)
+        if reply.starting:
+            log.warning(
+                "listed the tools while these servers were still starting: %s", ", ".join(reply.starting)
+            )
         return reply.tools, reply.version
 
     async def _follow(self, client: AsyncSupervisorClient, watch: AsyncEventWatch) -> None:

@@ -56,6 +56,7 @@ from supervisor.protocol.events import (
 from supervisor.protocol.front import (
     ASKABLE,
     MAX_IDENTITY,
+    MAX_LIST_WAIT,
     Answer,
     CallProgress,
     CallResult,
@@ -131,6 +132,7 @@ __all__ = [
     "LOG_LIMIT",
     "MAX_GRACE",
     "MAX_IDENTITY",
+    "MAX_LIST_WAIT",
     "STATE_PRECEDENCE",
     "Abort",
     "Answer",

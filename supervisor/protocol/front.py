@@ -26,8 +26,17 @@ MAX_IDENTITY: Final = 128
 """Characters of a client identity (``client``), all printable; a longer one is ``BAD_REQUEST``."""
 
 
+MAX_LIST_WAIT: Final = 300.0
+"""Seconds a ``ListTools`` may ask to wait for the servers' first starts; a longer ``wait`` is cut to it."""
+
+
 class ListTools(_Message):
+    """Every tool in the registry. With ``wait`` (seconds), a supervisor still bringing its servers up
+    answers once every enabled server has concluded its first start (ready, failed, needs-login), or
+    once ``wait`` has passed, whichever comes first; 0 answers at once."""
+
     id: int
+    wait: float = 0.0
 
 
 class CallTool(_Message):
@@ -185,6 +194,7 @@ class ToolList(_Message):
     id: int
     tools: list[ToolInfo]
     version: int = 0
+    starting: list[str] = msgspec.field(default_factory=list)  # servers whose first start is not over
 
 
 class CallResult(_Message):

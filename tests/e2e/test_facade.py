@@ -20,19 +20,23 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import IO, Any
 
 import httpx2
 import mcp_types as types
 import pytest
 import trio
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import get_default_environment
 from mcp.shared.exceptions import MCPError
 
 from supervisor.client import SupervisorClient
 from supervisor.errors import SupervisorUnreachableError
 from tests.e2e.facade import (
+    HOST_LIFETIME,
     HOST_TIMEOUT,
     HOST_WARNINGS,
+    REPO,
     HttpFacade,
     Notes,
     facade_argv,
@@ -411,24 +415,38 @@ async def test_facade_reconnects_when_the_supervisor_restarts_and_the_host_hears
     assert text_of(back) == "three"
 
 
-async def test_config_starts_a_supervisor_that_outlives_the_facade(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+async def test_config_starts_a_supervisor_whose_every_tool_is_in_the_first_listing(
+    tmp_path: Path, kind: str
+) -> None:
+    """A host that lists once, right after initialize, sees every server's tools: the first listing
+    waits for the supervisor the facade starts and for its servers' first starts (one takes 2 s)."""
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"a": stdio_test_server()}}))
+    slow = stdio_test_server(TEST_SERVER_INIT_DELAY=2)
+    config.write_text(json.dumps({"mcpServers": {"a": stdio_test_server(), "slow": slow}}))
     endpoint = f"ipc://{tmp_path}/auto/supervisor.sock"
-    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
     with pytest.raises(SupervisorUnreachableError), SupervisorClient(endpoint, request_timeout=1) as client:
         client.ping()
+    facade: HttpFacade | None = None
     try:
-        async with stdio_host(endpoint, "--config", str(config), env=env) as host:
-            with trio.fail_after(60):  # the first listing may come before the server is ready
-                while "mcp_a_echo" not in {t.name for t in (await host.list_tools()).tools}:  # noqa: ASYNC110
-                    await trio.sleep(0.2)
-            assert text_of(await host.call_tool("mcp_a_echo", {"text": "auto"})) == "auto"
+        if kind == "stdio":
+            host = stdio_host(endpoint, "--config", str(config), env={"XDG_RUNTIME_DIR": str(tmp_path)})
+        else:
+            facade = HttpFacade(tmp_path, endpoint, TOKEN, "--config", str(config))
+            host = http_host(facade.url, TOKEN)
+        async with host as client_:
+            names = {tool.name for tool in (await client_.list_tools()).tools}  # once, as most hosts do
+            assert {"mcp_a_echo", "mcp_slow_echo"} <= names
+            assert text_of(await client_.call_tool("mcp_slow_echo", {"text": "auto"})) == "auto"
+        if facade is not None:
+            facade.stop()
         with SupervisorClient(endpoint, request_timeout=5) as client:  # the facade is gone; it is not
             client.ping()
-            assert [row.state for row in client.status()] == ["ready"]
-        assert (tmp_path / "mcp-supervisor" / "supervisor.log").exists()
+            assert [row.state for row in client.status()] == ["ready", "ready"]
+        assert (tmp_path / "auto" / "supervisor.log").exists()  # beside its own endpoint
     finally:
+        if facade is not None:
+            facade.stop()
         for pid in supervisors_of(config):
             os.kill(pid, signal.SIGINT)
             poll(f"supervisor {pid} to exit", lambda pid=pid: not alive(pid), 20)  # type: ignore[misc]
@@ -461,6 +479,12 @@ def supervisors_of(config: Path) -> list[int]:
 # ------------------------------------------------------------------ the command line
 
 
+def start_cli(env: dict[str, str], out: IO[bytes], *args: str) -> subprocess.Popen[bytes]:
+    """``mcp-supervisor ARGS...`` in the background, in exactly ``env``."""
+    argv = [sys.executable, "-m", "supervisor", *args]
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=REPO)
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "supervisor", *args],
@@ -475,14 +499,89 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_host_config_prints_an_entry_that_starts_this_facade(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text("{}")
-    done = run_cli("host-config", "vscode", "--config", str(config), "--search", "--servers", "a,b")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    done = run_cli(
+        "host-config", "vscode", "--config", str(config), "--search", "--servers", "a,b",
+        env={"XDG_RUNTIME_DIR": str(runtime), "MCP_SUPERVISOR_ENDPOINT": ""},
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     server = json.loads(done.stdout)["servers"]["mcp-supervisor"]
     assert server["type"] == "stdio" and Path(server["command"]).name == "mcp-supervisor"
-    assert server["args"] == ["mcp", "--config", str(config.resolve()), "--servers", "a,b", "--search"]
+    endpoint = f"ipc://{runtime}/mcp-supervisor/supervisor.sock"  # as resolved where the user is
+    assert server["args"] == [
+        "mcp", "--config", str(config.resolve()), "--endpoint", endpoint, "--servers", "a,b", "--search"
+    ]  # fmt: skip
     assert ".vscode/mcp.json" in done.stderr
     refused = run_cli("host-config", "claude-desktop", "--url", "http://127.0.0.1:1/mcp")
     assert refused.returncode == 2 and "local servers only" in refused.stderr
+
+
+async def test_a_host_with_only_the_sdks_default_environment_reaches_the_users_supervisor(
+    tmp_path: Path,
+) -> None:
+    """The user starts a supervisor from a login shell (XDG_RUNTIME_DIR set, default endpoint) and
+    prints the host entry there; the host starts that entry with the SDK's default environment plus
+    the entry's own env (no XDG_RUNTIME_DIR), lists once and calls."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    login_shell = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    login_shell.pop("MCP_SUPERVISOR_ENDPOINT", None)
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"a": stdio_test_server()}}))
+    log = (tmp_path / "run.log").open("wb")
+    sup = start_cli(login_shell, log, "run", str(config))
+    try:
+        entry = run_cli("host-config", "claude-desktop", env=login_shell)
+        assert entry.returncode == 0, entry.stderr
+        server = json.loads(entry.stdout)["mcpServers"]["mcp-supervisor"]
+        env = {**get_default_environment(), **server.get("env", {})}
+        assert "XDG_RUNTIME_DIR" not in env and "MCP_SUPERVISOR_ENDPOINT" not in env
+        params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
+        with trio.fail_after(HOST_LIFETIME):
+            async with Client(params) as host:
+                names = {tool.name for tool in (await host.list_tools()).tools}
+                assert "mcp_a_echo" in names
+                assert text_of(await host.call_tool("mcp_a_echo", {"text": "found"})) == "found"
+    finally:
+        sup.send_signal(signal.SIGINT)
+        try:
+            sup.wait(HOST_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            sup.kill()
+            sup.wait()
+        log.close()
+
+
+async def test_a_facade_that_finds_no_supervisor_says_why_and_the_tools_arrive_when_one_answers(
+    tmp_path: Path,
+) -> None:
+    endpoint = f"ipc://{tmp_path}/later/supervisor.sock"
+    notes = LogNotes()
+    async with stdio_host(endpoint, "--list-wait", "1", notes=notes) as host:
+        assert (await host.list_tools()).tools == []
+        assert any(f"no supervisor answers at {endpoint}" in text for text in notes.said), notes.said
+        sup = SupervisorProcess(tmp_path / "sup", {"a": stdio_test_server()}, endpoint=endpoint)
+        try:
+            with trio.fail_after(60):  # the supervisor starts, then the facade's dial finds it
+                while "mcp_a_echo" not in {t.name for t in (await host.list_tools()).tools}:
+                    await notes.wait_tools_changed(notes.tools_changed)
+        finally:
+            sup.stop()
+
+
+class LogNotes(Notes):
+    """What a host heard, and the log messages' texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list[str] = []
+
+    async def handler(self, message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.LoggingMessageNotification):
+            self.said.append(str(root.params.data))
+        await super().handler(message)
 
 
 def test_serve_without_tokens_refuses_to_start_and_says_how(tmp_path: Path) -> None:
