@@ -45,6 +45,7 @@ from supervisor.config_model import (
     Transport,
 )
 from supervisor.config_oauth import HTTP_URL, oauth_spec
+from supervisor.config_vscode import Unanswered, Variables, parse_inputs, read_env_file, workspace_of
 from supervisor.policy import POLICY_KEYS, RestartPolicy
 from supervisor.web.address import parse_address
 
@@ -58,7 +59,8 @@ _ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 _TRANSPORTS: dict[str, Transport] = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
 _TRANSPORTS |= {"streamable-http": "streamable-http", "streamablehttp": "streamable-http"}
 _ACCEPTED = "stdio, sse, streamable-http (or its aliases streamableHttp, http)"
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VAR_RE = re.compile(r"\$\{(?:(env|input):([A-Za-z0-9_.-]+)|([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?)\}")
+_PREDEFINED = frozenset({"workspaceFolder", "userHome"})  # VS Code's, when the environment has no such name
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -66,13 +68,21 @@ class _Problem(Exception):
     """Internal: the server entry is unusable; the text becomes a ConfigProblem."""
 
 
-def expand_vars(text: str, environ: _Env) -> str:
-    """Replace ``${VAR}`` and ``${VAR:-default}`` (default also when VAR is empty); anything else,
-    e.g. a lone ``$`` or an unclosed ``${``, stays. Raises :class:`MissingVariable` for unset ``${VAR}``."""
+def expand_vars(text: str, environ: _Env, variables: Variables | None = None) -> str:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` (default also when VAR is empty) and, with
+    ``variables``, VS Code's ``${env:NAME}``, ``${input:ID}``, ``${workspaceFolder}`` and ``${userHome}``;
+    anything else, e.g. a lone ``$`` or an unclosed ``${``, stays. Raises :class:`MissingVariable` for
+    unset ``${VAR}``, ``Unanswered`` for a VS Code variable without a value."""
 
     def substitute(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
+        kind, special, name, default = match.groups()
+        if kind is not None:
+            if variables is None:
+                return match.group(0)
+            return variables.value(kind, special)
         value = environ.get(name)
+        if value is None and default is None and variables is not None and name in _PREDEFINED:
+            return variables.value("", name)
         if default is not None:
             return value or default
         if value is None:
@@ -179,11 +189,16 @@ def _parse(data: bytes, where: str, path: Path | None, env: _Env) -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(f'{where}: "{key}" must be an object of server entries, got {got(exc)}') from None
     settings, defaults = _supervision(top.get("supervisor"), where)
+    try:
+        inputs = parse_inputs(top.get("inputs"))
+    except ValueError as exc:
+        raise ConfigError(escape(f"{where}: {exc}")) from None
+    variables = Variables(env, inputs, workspace_of(path), _home(env))
     servers: dict[str, ServerSpec] = {}
     problems: list[ConfigProblem] = []
     for name, raw in entries.items():
         try:
-            servers[name] = _build_server(name, raw, env, defaults)
+            servers[name] = _build_server(name, raw, env, defaults, variables)
         except _Problem as exc:
             problems.append(ConfigProblem(server=name, message=escape(f"server {name!r}: {exc}")))
     return Config(path=path, servers=servers, problems=problems, settings=settings, defaults=defaults)
@@ -241,7 +256,9 @@ def _infer_transport(command: str | None, url: str | None) -> Transport:
     raise _Problem('needs "command" (for stdio) or "url" (for sse / streamable-http)')
 
 
-def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartPolicy) -> ServerSpec:
+def _build_server(
+    name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartPolicy, variables: Variables | None = None
+) -> ServerSpec:
     if not name:
         raise _Problem("server name must not be empty")
     if len(name) > 64:
@@ -269,15 +286,21 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         if cfg.disabled:  # disabled servers are kept verbatim and never fail on variables
             return text
         try:
-            expanded = expand_vars(text, environ)
+            expanded = expand_vars(text, environ, variables)
         except MissingVariable as exc:
             var, hint = exc.name, f"write ${{{exc.name}:-default}} to give a default"
             raise _Problem(f"variable {var} in {where} is not set ({hint})") from None
+        except Unanswered as exc:
+            raise _Problem(f"{where}: {exc}") from None
         return _expand_tilde(expanded, lambda: _home(environ)) if tilde else expanded
 
     command = None if cfg.command is None else expand(cfg.command, "command", tilde=True)
     args = tuple(expand(arg, f"args[{i}]") for i, arg in enumerate(cfg.args))
     env = {key: expand(value, f"env.{key}") for key, value in cfg.env.items()}
+    if cfg.env_file is not None and not cfg.disabled:
+        env = (
+            _env_file(expand(cfg.env_file, "envFile", tilde=True), variables) | env
+        )  # env wins, as in VS Code
     cwd = None if cfg.cwd is None else expand(cfg.cwd, "cwd", tilde=True)
     url = None if cfg.url is None else expand(cfg.url, "url")
     headers = {key: expand(value, f"headers.{key}") for key, value in cfg.headers.items()}
@@ -322,6 +345,17 @@ def _build_server(name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartP
         sampling_caller=cfg.sampling == "caller",
         **_pool_fields(cfg),
     )
+
+
+def _env_file(path: str, variables: Variables | None) -> dict[str, str]:
+    """An entry's ``envFile``, relative to its workspace folder (the config's folder)."""
+    file = Path(path)
+    if not file.is_absolute() and variables is not None and variables.workspace is not None:
+        file = variables.workspace / file
+    try:
+        return read_env_file(file)
+    except Unanswered as exc:
+        raise _Problem(str(exc)) from None
 
 
 def _pool_fields(cfg: ServerConfig) -> dict[str, Any]:

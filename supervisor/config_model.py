@@ -106,6 +106,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     command: str | None = None
     args: list[str] = []
     env: dict[str, str] = {}
+    env_file: str | None = None  # a dotenv file of more env (VS Code's envFile); env wins
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = {}
