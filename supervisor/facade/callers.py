@@ -31,7 +31,7 @@ import math
 import os
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
@@ -80,6 +80,7 @@ class _Suspended:
     answers: MemoryObjectSendStream[dict[str, Any]]
     key: str = ""  # the input request waiting for its response
     state: str = ""  # the requestState that resumes it
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)  # the routed call's own
 
 
 class Hosts:
@@ -137,23 +138,31 @@ class Hosts:
 
         async def run() -> None:
             with events_in, answers_out:
+                outcome: tuple[str, Any] = ("error", MCPError(INTERNAL_ERROR, "the host cancelled the call"))
                 try:
-                    outcome: tuple[str, Any] = ("done", await routed(view))
-                except Exception as exc:  # the handler's own errors, raised in the host's request
-                    outcome = ("error", exc)
+                    with suspended.scope:  # cancelled with the host's request (see _next)
+                        try:
+                            outcome = ("done", await routed(view))
+                        except Exception as exc:  # the handler's own errors, raised in the host's request
+                            outcome = ("error", exc)
                 finally:  # a host that never retried: its requestState goes with the call
                     self._suspended.pop(suspended.state, None)
-                await events_in.send(outcome)
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await events_in.send(outcome)
 
         self.tasks.start_soon(run)
         return await self._next(suspended)
 
     async def _next(self, suspended: _Suspended) -> CallToolResult | InputRequiredResult:
-        """What the host's request gets: the call's result, or the next request of its server."""
+        """What the host's request gets: the call's result, or the next request of its server. A host
+        that cancels its request cancels the routed call (the server is told, as on any route)."""
         try:
             kind, value = await suspended.events.receive()
         except anyio.EndOfStream:
             raise MCPError(INTERNAL_ERROR, "the routed call ended without a result") from None
+        except anyio.get_cancelled_exc_class():
+            suspended.scope.cancel()
+            raise
         if kind == "error":
             raise value
         if kind == "done":

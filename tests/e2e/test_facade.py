@@ -103,13 +103,14 @@ def open_host(facades: Facades) -> OpenHost:
 
     @asynccontextmanager
     async def open_host(
-        kind: str, endpoint: str, *args: str, mode: str = "legacy", notes: Notes | None = None
+        kind: str, endpoint: str, *args: str, mode: str = "legacy", notes: Notes | None = None, **options: Any
     ) -> AsyncIterator[Client]:
         if kind == "stdio":
-            async with stdio_host(endpoint, *args, mode=mode, notes=notes) as client:
+            async with stdio_host(endpoint, *args, mode=mode, notes=notes, **options) as client:
                 yield client
         else:
-            async with http_host(facades.url(endpoint, *args), TOKEN, mode=mode, notes=notes) as client:
+            url = facades.url(endpoint, *args)
+            async with http_host(url, TOKEN, mode=mode, notes=notes, **options) as client:
                 yield client
 
     return open_host
@@ -202,13 +203,29 @@ async def test_server_progress_reaches_the_host_under_its_token(
     assert [done for done, _, _ in seen] == sorted({done for done, _, _ in seen})
 
 
+async def _sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    text = types.TextContent(type="text", text="host says hi")
+    return types.CreateMessageResult(role="assistant", model="host-model", content=text)
+
+
+async def _elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Host"})
+
+
+@pytest.mark.parametrize("answers", [False, True], ids=["plain", "sampling+elicitation"])
+@pytest.mark.parametrize("mode", ERAS)
 @pytest.mark.parametrize("kind", KINDS)
 async def test_host_cancel_reaches_the_server_as_its_own_cancellation(
-    sup: SupervisorProcess, open_host: OpenHost, kind: str
+    sup: SupervisorProcess, open_host: OpenHost, kind: str, mode: str, answers: bool
 ) -> None:
-    tag = f"cancel-{kind}-{secrets.token_hex(4)}"
+    """In both protocol eras, whatever the host offers: a 2026-07-28 host that declares sampling and
+    elicitation has its calls run apart (they may be resumed), and its cancel still reaches them."""
+    tag = f"cancel-{kind}-{mode}-{answers}-{secrets.token_hex(4)}"
     started, cancelled = sup.state_dir / f"{tag}.started", sup.state_dir / f"{tag}.cancelled"
-    async with open_host(kind, sup.endpoint) as host:
+    options: dict[str, Any] = (
+        {"sampling_callback": _sample, "elicitation_callback": _elicit} if answers else {}
+    )
+    async with open_host(kind, sup.endpoint, mode=mode, **options) as host:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(host.call_tool, "mcp_t_slow", {"seconds": 60, "tag": tag})
             await wait_for_path(started)
