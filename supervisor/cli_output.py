@@ -23,7 +23,7 @@ import re
 import sys
 from typing import Any, Final
 
-__all__ = ["print_failure", "print_json", "print_json_line", "printable"]
+__all__ = ["print_failure", "print_json", "print_json_line", "printable", "printable_lines"]
 
 _UNSAFE: Final = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 """C0 controls but the tab, DEL, C1 controls, and the bidirectional overrides and isolates (which
@@ -40,6 +40,11 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` with every control character but the tab (and every bidi override) escaped."""
     return _UNSAFE.sub(_escape, text)
+
+
+def printable_lines(text: str) -> str:
+    """As ``printable``, keeping the line breaks (a tool's text of several lines stays several)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def _dumps(data: Any, indent: int | None) -> str:
@@ -63,4 +68,4 @@ def print_failure(as_json: bool, code: str, message: str, human: str, **more: An
     if as_json:
         print_json_line({"error": {"code": code, "message": message, **more}})
     else:
-        print(human, file=sys.stderr, flush=True)
+        print(printable_lines(human), file=sys.stderr, flush=True)  # it may quote a server's words

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from supervisor.cli_output import print_failure, print_json, print_json_line
+from supervisor.cli_output import print_failure, print_json, print_json_line, printable, printable_lines
 from supervisor.client import SupervisorClient
 from supervisor.errors import BadRequestError, SupervisorAuthenticationError, SupervisorUnreachableError
 from supervisor.exit_codes import CliError, ExitCode
@@ -140,7 +140,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         )
     if result.is_error:  # a result, not an error reply: the whole of it goes with the failure
         if not args.json:
-            print(result.text)
+            print(_terminal(result.text))
         message = f"tool {args.name!r} reported an error"
         human = f"mcp-supervisor: TOOL_ERROR: {message}"
         print_failure(args.json, "TOOL_ERROR", message, human, result=msgspec.to_builtins(result))
@@ -148,14 +148,19 @@ def cmd_call(args: argparse.Namespace) -> int:
     if args.json:
         print_json(msgspec.to_builtins(result))
     else:
-        print(result.text)
+        print(_terminal(result.text))
     return 0
+
+
+def _terminal(text: str) -> str:
+    """A server's text for stdout: made printable on a terminal, as it is into a pipe or a file."""
+    return printable_lines(text) if sys.stdout.isatty() else text
 
 
 def _print_progress(progress: float, total: float | None, message: str | None) -> None:
     """``progress 3/5: message`` on stderr, so stdout stays the result."""
     line = f"progress {progress:g}" + ("" if total is None else f"/{total:g}")
-    print(f"{line}: {message}" if message else line, file=sys.stderr, flush=True)
+    print(printable(f"{line}: {message}" if message else line), file=sys.stderr, flush=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -226,7 +231,7 @@ def cmd_events(args: argparse.Namespace) -> int:
             if args.json:
                 print_json_line(msgspec.to_builtins(event))  # "type" names the event
             else:
-                print(_describe(event), flush=True)
+                print(printable(_describe(event)), flush=True)
             seen += 1
             if args.count and seen >= args.count:
                 break
@@ -288,7 +293,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     if args.json:
         print_json(msgspec.to_builtins(result))
     else:
-        print(result.text)
+        print(_terminal(result.text))
     return 0
 
 
@@ -320,7 +325,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     if args.json:
         print_json(msgspec.to_builtins(result))
     else:
-        print(result.text)
+        print(_terminal(result.text))
     return 0
 
 
@@ -354,6 +359,11 @@ def _dash(value: object) -> str:
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns; every cell made printable (a server's last error may carry escape sequences)."""
+    header, rows = (
+        [printable(str(cell)) for cell in header],
+        [[printable(str(c)) for c in row] for row in rows],
+    )
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
     for row in (header, *rows):
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

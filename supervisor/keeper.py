@@ -43,6 +43,7 @@ import trio
 
 from supervisor import tracing
 from supervisor.boot import Ended, Outcome, WorkerBoot
+from supervisor.cli_output import printable
 from supervisor.config import ServerSpec, SupervisorSettings
 from supervisor.heartbeats import Heartbeats
 from supervisor.policy import RestartTracker
@@ -406,7 +407,9 @@ class Keeper:
             lost = ended.connection_lost and ended_on_its_own
             if outcome in ("normal", "abnormal", "needs-login"):
                 self.last_error = reason
-                (log.error if outcome == "abnormal" else log.warning)("server %r: %s", self.label, reason)
+                (log.error if outcome == "abnormal" else log.warning)(
+                    "server %r: %s", self.label, printable(reason)
+                )
             elif outcome == "shutdown":
                 reason = "the supervisor is stopping"
             else:

@@ -29,6 +29,7 @@ from typing import Final
 import trio
 
 from supervisor.boot import LAST_WORD, read_log_line
+from supervisor.cli_output import printable
 from supervisor.protocol import LOG_LIMIT, ErrorReply, GetLogs, LogLine, LogLines, LogStream, ServerLog
 
 __all__ = ["LogBook", "LogRing", "WorkerLog"]
@@ -137,14 +138,14 @@ class WorkerLog:
         read = read_log_line(line)
         if read is None:  # neither form (a traceback printed before logging was set up, say)
             if line:
-                log.info("[%s] %s", self.server, line)
+                log.info("[%s] %s", self.server, printable(line))
                 self.ring.add(self.server, "worker", line)
             return
         level, text = read
         if level is None:  # the server's stderr
             self.tail.append(text)
             self.ring.add(self.server, "server", text)
-            server_log.info("[%s] %s", self.server, text)
+            server_log.info("[%s] %s", self.server, printable(text))  # it may reach a terminal
             return
         if level >= LAST_WORD:
             self.last_word = text
@@ -153,4 +154,4 @@ class WorkerLog:
             self.tail.append(text)
         if level >= logging.WARNING:
             self.ring.add(self.server, "worker", text, logging.getLevelName(level))
-        log.log(level, "[%s] %s", self.server, text)
+        log.log(level, "[%s] %s", self.server, printable(text))

@@ -159,3 +159,41 @@ def test_bad_endpoints_are_clear_errors_not_hangs() -> None:
     config = Path(__file__).resolve().parents[2] / "config" / "mcp.json"
     run = cli("run", str(config), "--insecure", endpoint="tcp://999.1.1.1:1")
     assert run.returncode == 1 and "cannot listen on tcp://999.1.1.1:1" in run.stderr
+
+
+def test_a_servers_escape_sequences_reach_no_terminal_raw(tmp_path: Path) -> None:
+    """A server writes terminal escapes (retitle the window, clear the screen, a CSI in C1) on stderr
+    and crashes: ``status``, the failed ``call``, ``events`` and the supervisor's own log show them
+    escaped."""
+    from supervisor.errors import WorkerCrashedError
+    from tests.e2e.harness import stdio_test_server
+
+    hostile = "\x1b]0;pwned\x07\x1b[2J\u009b31m\u202eevil"
+    sup = SupervisorProcess(tmp_path, {"x": stdio_test_server()})
+    try:
+        sup.wait_states()
+        sup.client.call_tool("mcp_x_stderr", {"lines": 1, "text": hostile})
+        events = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "events", "--count", "2", "--endpoint", sup.endpoint],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        try:
+            with pytest.raises(WorkerCrashedError):
+                sup.client.call_tool("mcp_x_crash", {})
+            status = cli("status", endpoint=sup.endpoint)
+            called = cli("call", "mcp_x_crash", "{}", endpoint=sup.endpoint)
+            watched, _ = events.communicate(timeout=CLI_TIMEOUT)
+        finally:
+            events.kill()
+            events.wait()
+        assert "pwned" in status.stdout or "restarting" in status.stdout or "starting" in status.stdout
+        for shown in (status.stdout, status.stderr, called.stdout, called.stderr, watched, sup.log):
+            assert (
+                "\x1b" not in shown
+                and "\x07" not in shown
+                and "\u009b" not in shown
+                and "\u202e" not in shown
+            )
+        assert "\\x1b]0;pwned" in sup.log  # escaped, not dropped
+    finally:
+        sup.stop()
