@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 import msgspec
 import zmq
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from supervisor._zmq import fd_of, new_dealer, readable
 from supervisor.adapters.formats import anthropic_tool, openai_tool
@@ -36,9 +36,12 @@ from supervisor.dial import dial, no_answer, unreachable
 from supervisor.errors import SupervisorError
 from supervisor.events import AsyncEventWatch
 from supervisor.exchanges import (
+    LIVENESS_TICK,
+    LIVENESS_WAIT,
     REQUEST_TIMEOUT,
     Exchange,
     Handler,
+    Liveness,
     Requests,
     answer_failed,
     answer_with,
@@ -276,8 +279,13 @@ class AsyncSupervisorClient:
                 sock.send(encode(request), zmq.NOBLOCK)
                 in_flight = True
                 self._wake_reader_if_readable()
+                probe = Liveness(wait, self.endpoint)
                 with anyio.move_on_after(wait):
-                    async for reply in receive:
+                    while True:
+                        try:
+                            reply = await self._next_reply(sock, receive, probe)
+                        except anyio.EndOfStream:
+                            break
                         if isinstance(reply, ServerRequest):
                             sock.send(encode(await self._answer(reply)), zmq.NOBLOCK)
                             self._wake_reader_if_readable()
@@ -302,6 +310,36 @@ class AsyncSupervisorClient:
                 if in_flight:  # cancelled, or given up on: the supervisor need not carry on with it
                     self._cancel(sock, request.id)
         raise no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
+
+    async def _next_reply(
+        self, sock: zmq.Socket[bytes], receive: MemoryObjectReceiveStream[FrontReply], probe: Liveness
+    ) -> FrontReply:
+        """The next reply to one request; in a long wait, the supervisor pinged when it falls silent
+        (``Liveness``: ``SupervisorUnreachableError`` when it does not answer). ``EndOfStream`` when a
+        failed handshake ended the wait."""
+        if not probe.on:
+            return await receive.receive()
+        while True:
+            with anyio.move_on_after(LIVENESS_TICK):
+                reply = await receive.receive()
+                probe.heard(reply, anyio.current_time())
+                return reply
+            ping = probe.due(anyio.current_time(), self._requests)
+            if ping is not None:
+                pings, answered = anyio.create_memory_object_stream[FrontReply](1)
+                self._waiters[ping.id] = pings
+                try:
+                    sock.send(encode(ping), zmq.NOBLOCK)
+                    self._wake_reader_if_readable()
+                    with anyio.move_on_after(LIVENESS_WAIT), pings, answered:
+                        probe.heard(await answered.receive(), anyio.current_time())
+                except anyio.EndOfStream:
+                    pass  # a failed handshake: the request's own stream ends too
+                finally:
+                    self._waiters.pop(ping.id, None)
+                if receive.statistics().current_buffer_used:
+                    probe.alive(anyio.current_time())  # the request's own reply came meanwhile
+                probe.due(anyio.current_time(), self._requests)  # unanswered: UNREACHABLE
 
     async def _answer(self, request: ServerRequest) -> Answer:
         """Run the handler for a server's request of the call this task waits for (awaited if async)."""

@@ -63,6 +63,7 @@ from supervisor.exchanges import (
     REQUEST_TIMEOUT,
     Exchange,
     Handler,
+    Liveness,
     Requests,
     answer_failed,
     answer_with,
@@ -368,6 +369,9 @@ class SupervisorClient:
             watch.redial(sock)
         sock.send(encode(request))
         answered = False
+        probe = Liveness(
+            wait, self.endpoint
+        )  # a long wait pings a silent supervisor: one killed leaves its socket
         try:
             deadline = monotonic() + wait
             while True:
@@ -379,11 +383,15 @@ class SupervisorClient:
                         raise SupervisorAuthenticationError(failure)
                     if remaining <= 0:
                         break
+                    if (ping := probe.due(monotonic(), self._requests)) is not None:
+                        sock.send(encode(ping), zmq.NOBLOCK)
                     continue
                 try:
                     reply: FrontReply = decode_front_reply(sock.recv())
                 except msgspec.DecodeError as exc:
                     raise SupervisorError(f"undecodable reply from {self.endpoint}: {exc}") from exc
+                if probe.heard(reply, monotonic()):
+                    continue
                 if isinstance(reply, CallProgress):
                     if progress is not None and reply.id == request.id:
                         progress(reply.progress, reply.total, reply.message)

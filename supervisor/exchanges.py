@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 import msgspec
 
 from supervisor import tracing
-from supervisor.errors import SupervisorError, ToolExecutionError, error_for
+from supervisor.errors import SupervisorError, SupervisorUnreachableError, ToolExecutionError, error_for
 from supervisor.protocol import (
     MAX_GRACE,
     MAX_IDENTITY,
@@ -82,10 +82,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ELICITATION",
+    "LIVENESS_TICK",
+    "LIVENESS_WAIT",
     "REQUEST_TIMEOUT",
     "SAMPLING",
     "Exchange",
     "Handler",
+    "Liveness",
     "Requests",
     "answer_failed",
     "answer_with",
@@ -103,6 +106,9 @@ CALL_WAIT_WITHOUT_TIMEOUT: Final = (
 )
 RELOAD_WAIT: Final = 30.0  # seconds for a reload: removed servers' workers get up to 10 s each to stop
 REPLY_MARGIN: Final = 2.0  # seconds past a call's own timeout before the client stops waiting
+LIVENESS_AFTER: Final = 5.0  # seconds of silence in a longer wait before the client pings the supervisor
+LIVENESS_WAIT: Final = 5.0  # seconds that ping has to be answered; else the supervisor is UNREACHABLE
+LIVENESS_TICK: Final = 1.0  # seconds between the async client's looks at a long wait's silence
 
 _T = TypeVar("_T")
 _E = TypeVar("_E", ResourceInfo, ResourceTemplateInfo, PromptInfo)
@@ -387,3 +393,47 @@ def _list_tools(id: int, wait: float) -> ListTools:
 def _list_wait(wait: float) -> float | None:
     """How long a client waits for a listing that may wait ``wait`` seconds (None: its request_timeout)."""
     return min(wait, MAX_LIST_WAIT) + REQUEST_TIMEOUT if wait > 0 else None
+
+
+class Liveness:
+    """A long wait's probe of the supervisor: after ``LIVENESS_AFTER`` seconds without a word from it,
+    a ``Ping``; no answer within ``LIVENESS_WAIT`` seconds means it is gone (killed: its ``ipc://``
+    socket file stays, and ZeroMQ queues the request for ever), so the wait ends ``UNREACHABLE``
+    within seconds rather than at a call's hour. Pure: times are passed in; waits too short to need
+    it never ping."""
+
+    def __init__(self, wait: float, endpoint: str) -> None:
+        self.on = wait > LIVENESS_AFTER + LIVENESS_WAIT
+        self._endpoint = endpoint
+        self._heard = -math.inf  # set by the first ``due``
+        self._ping: int | None = None  # the id of the ping in flight
+        self._sent = 0.0
+
+    def due(self, now: float, requests: Requests) -> FrontRequest | None:
+        """The ping to send now, if one is due; raises ``SupervisorUnreachableError`` when the one
+        sent went unanswered."""
+        if not self.on:
+            return None
+        if self._heard == -math.inf:
+            self._heard = now
+        if self._ping is not None:
+            if now - self._sent >= LIVENESS_WAIT:
+                silent = LIVENESS_AFTER + LIVENESS_WAIT
+                why = f"the supervisor at {self._endpoint} stopped answering (not a word for {silent:g} s)"
+                raise SupervisorUnreachableError(why)
+            return None
+        if now - self._heard < LIVENESS_AFTER:
+            return None
+        ping = requests.ping().request
+        self._ping, self._sent = ping.id, now
+        return ping
+
+    def heard(self, reply: FrontReply, now: float) -> bool:
+        """The supervisor said something; True when it is the answer to our ping (nobody else's)."""
+        ours = self._ping is not None and reply.id == self._ping
+        self.alive(now)
+        return ours
+
+    def alive(self, now: float) -> None:
+        """The supervisor is there (it said something): no ping is awaited."""
+        self._heard, self._ping = now, None

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
 
 from supervisor.client import SupervisorClient
 from supervisor.errors import ServerUnavailableError, SupervisorError, ToolTimeoutError, WorkerCrashedError
@@ -23,7 +24,7 @@ Start = Callable[..., SupervisorProcess]
 
 
 def _call_in_thread(
-    sup: SupervisorProcess, name: str, args: dict[str, object], timeout: float
+    sup: SupervisorProcess, name: str, args: dict[str, object], timeout: float | None
 ) -> dict[str, object]:
     """Start a blocking call in a thread; the dict gets 'error' or 'result', and 'at' (monotonic)."""
     outcome: dict[str, object] = {}
@@ -237,6 +238,40 @@ def test_kill_9_of_the_supervisor_leaves_no_worker_or_server_behind(start_superv
     sup.process.kill()
     sup.process.wait(10)
     poll("every worker and server to exit", lambda: not any(alive(pid) for pid in pids), 10)
+
+
+async def test_after_kill_9_of_the_supervisor_calls_without_a_timeout_are_unreachable_in_seconds(
+    start_supervisor: Start,
+) -> None:
+    """Its socket file stays and ZeroMQ would queue a request for ever: a call in flight, a new call
+    (blocking stub, async stub, the CLI), none with a timeout, each ends UNREACHABLE within seconds
+    (the stubs ping a supervisor that falls silent during a long wait), not at the hour."""
+    from supervisor.aclient import AsyncSupervisorClient
+    from supervisor.errors import SupervisorUnreachableError
+
+    sup = start_supervisor({"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
+    inflight = _call_in_thread(sup, "mcp_test_slow", {"seconds": 3000, "tag": "stale"}, timeout=None)
+    _wait_started(sup.state_dir, "stale")
+    sup.process.kill()
+    sup.process.wait(10)
+    inflight["thread"].join(60)
+    assert isinstance(inflight.get("error"), SupervisorUnreachableError), inflight
+    assert "stopped answering" in str(inflight["error"])
+    fresh = _call_in_thread(sup, "mcp_test_echo", {"text": "x"}, timeout=None)
+    fresh["thread"].join(60)
+    assert isinstance(fresh.get("error"), SupervisorUnreachableError), fresh
+    with trio.fail_after(60):
+        async with AsyncSupervisorClient(sup.endpoint) as client:
+            with pytest.raises(SupervisorUnreachableError, match="stopped answering"):
+                await client.call_tool("mcp_test_echo", {"text": "x"})
+    done = await trio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "supervisor", "call", "mcp_test_echo", "{}", "--endpoint", sup.endpoint],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "stopped answering" in done.stderr
 
 
 def test_invalid_entries_are_skipped_and_the_rest_start(start_supervisor: Start) -> None:

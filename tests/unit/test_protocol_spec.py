@@ -88,6 +88,8 @@ CLIENT_WAITS: dict[str, float] = {
     "other requests": exchanges.REQUEST_TIMEOUT,
     "reload": exchanges.RELOAD_WAIT,
     "events join": event_watch.JOIN_TIMEOUT,
+    "liveness": exchanges.LIVENESS_AFTER,
+    "liveness ping": exchanges.LIVENESS_WAIT,
 }
 
 
