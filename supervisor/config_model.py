@@ -155,6 +155,9 @@ class SupervisorSettings(
     metrics: str | None = None
     # Whether the status page offers restart, stop and start buttons (POSTs to the listener).
     status_controls: bool = False
+    # More Host names the HTTP listener answers to (its address and, on loopback, the loopback names
+    # always): a DNS name of your own, a reverse proxy's. Any other Host is refused (DNS rebinding).
+    status_hosts: list[str] = []
     # OpenTelemetry spans for routed calls in the supervisor and its workers, exported as the standard
     # OTEL_* environment variables say. Read when the supervisor starts.
     tracing: bool = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -86,10 +87,11 @@ class HostCheck:
     any IP address (a DNS name an attacker controls never passes). The port must be the bound one
     (or absent, for port 80)."""
 
-    def __init__(self, address: ListenAddress, port: int) -> None:
+    def __init__(self, address: ListenAddress, port: int, names: Iterable[str] = ()) -> None:
+        """``names``: more host names to answer to (a DNS name of the operator's own, a proxy's)."""
         self._port = port
         host = address.host.lower()
-        self._names = {host}
+        self._names = {host, *(name.lower().strip("[]") for name in names)}
         ip = _ip(host)
         self._any_ip = ip is not None and ip.is_unspecified
         if host == "localhost" or (ip is not None and (ip.is_loopback or ip.is_unspecified)):

@@ -9,9 +9,11 @@ Below: a ``Backend`` (``supervisor.web.site`` reads a running supervisor): what 
     GET  /events                             Server-Sent Events: state, registry, stats (every second)
     POST /api/servers/NAME/restart|stop|start  as ``mcp-supervisor restart|stop|start NAME``
 
-GET and HEAD only, but for the controls. The controls answer 403 unless ``statusControls`` is on,
-and even then only a request that (1) has a ``Host`` header naming this listener (``HostCheck``: no
-DNS rebinding), (2) has no ``Origin`` header, or the page's own (no cross-site form or fetch), and
+Every request must have a ``Host`` header naming this listener (``HostCheck``: its address, loopback
+names on loopback, the names in ``statusHosts``), else 421: a page on another origin that rebinds
+its DNS name to this address reads nothing. GET and HEAD only, but for the controls. The controls
+answer 403 unless ``statusControls`` is on, and even then only a request that (1) names this
+listener, (2) has no ``Origin`` header, or the page's own (no cross-site form or fetch), and
 (3) carries ``X-Requested-By: mcp-supervisor``, which the page's script sends and a cross-site
 request cannot send without a CORS preflight that this listener never grants.
 """
@@ -85,6 +87,10 @@ class App:
         self._backend = backend
 
     def handle(self, request: Request) -> Response | Streaming:
+        host = request.headers.get("host", "")
+        if not self._backend.hosts.allows(host):  # a page on another origin, through DNS rebinding
+            why = f"Host {host!r} does not name this listener (a name of your own goes in statusHosts)"
+            return _error(HTTPStatus.MISDIRECTED_REQUEST, why)
         if request.method == "POST":
             return self._post(request)
         if request.method not in ("GET", "HEAD"):

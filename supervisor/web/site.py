@@ -85,7 +85,11 @@ class Site:
         self, supervisor: Supervisor, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve the page, the metrics and the controls of ``supervisor`` until cancelled."""
-        backend = _Backend(supervisor, self.meter, HostCheck(self.address, self.port))
+        backend = _Backend(
+            supervisor,
+            self.meter,
+            HostCheck(self.address, self.port, supervisor.config.settings.status_hosts),
+        )
         supervisor.watch_events(backend.event)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(self._socket))
         async with trio.open_nursery() as nursery:

@@ -310,7 +310,8 @@ def test_two_hundred_connections_at_once_harm_nothing(observed: tuple[Supervisor
     try:
         for sock in sockets:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # refused already
-                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                head = f"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+                sock.sendall(head.encode())
         for sock in sockets:
             answer = b""
             try:
@@ -344,6 +345,20 @@ def test_a_control_when_the_controls_are_off_is_403_naming_the_setting(
     assert_unharmed(sup, port)
 
 
+def test_every_path_refuses_a_host_that_does_not_name_the_listener(
+    observed: tuple[SupervisorProcess, int],
+) -> None:
+    """DNS rebinding: a page on another origin whose name now resolves to 127.0.0.1 reads nothing
+    (server names, pids and stderr are in the status)."""
+    sup, port = observed
+    for path in ("/", "/metrics", "/api/status", "/events"):
+        status, _, body = request(port, "GET", path, {"Host": f"evil.example:{port}"})
+        assert status == 421 and b"does not name this listener" in body, path
+        if path != "/events":  # a stream: its 200 never ends
+            assert request(port, "GET", path, {"Host": f"localhost:{port}"})[0] == 200, path
+    assert_unharmed(sup, port)
+
+
 # --- the controls ------------------------------------------------------------------------------
 
 
@@ -356,7 +371,7 @@ def test_a_control_from_another_origin_or_host_is_refused(controlled: tuple[Supe
     rebound = request_json(
         port, "POST", "/api/servers/test/stop", {**CONTROL, "Host": f"evil.example:{port}"}
     )
-    assert rebound[0] == 403 and "does not name this listener" in rebound[1]["error"]
+    assert rebound[0] == 421 and "does not name this listener" in rebound[1]["error"]
     bare = request_json(port, "POST", "/api/servers/test/stop")
     assert bare[0] == 403 and "X-Requested-By" in bare[1]["error"]
     assert sup.status()["test"].state == "ready"

@@ -208,8 +208,6 @@ def test_controls_off_refuse_every_post_naming_the_setting() -> None:
 @pytest.mark.parametrize(
     ("headers", "says"),
     [
-        ({"host": "evil.example:9464"}, "does not name this listener"),
-        ({"host": "127.0.0.1:1"}, "does not name this listener"),
         ({"origin": "http://evil.example"}, "cross-origin request refused"),
         ({"origin": "null"}, "cross-origin request refused"),
         ({"x-requested-by": "someone"}, "X-Requested-By: mcp-supervisor"),
@@ -221,6 +219,21 @@ def test_controls_refuse_requests_not_from_their_own_page(headers: dict[str, str
     status, body = _answer(App(backend), request)
     assert status == 403 and says in str(body["error"])
     assert backend.done == []
+
+
+@pytest.mark.parametrize("path", ["/", "/metrics", "/api/status", "/events", "/api/servers/time/stop"])
+@pytest.mark.parametrize("host", ["evil.example:9464", "127.0.0.1:1", "", "[::1"])
+def test_every_request_whose_host_does_not_name_the_listener_is_421(path: str, host: str) -> None:
+    backend = FakeBackend()
+    method = "POST" if path.startswith("/api/servers") else "GET"
+    status, body = _answer(App(backend), Request(method, path, {**GOOD, "host": host}, b""))
+    assert status == 421 and "does not name this listener" in str(body["error"])
+    assert backend.done == []
+
+
+def test_names_of_the_operators_own_are_allowed_as_hosts() -> None:
+    check = HostCheck(ListenAddress("0.0.0.0", 9464), 9464, ["Metrics.Example.COM"])
+    assert check.allows("metrics.example.com:9464") and not check.allows("evil.example:9464")
 
 
 def test_a_control_without_origin_but_with_the_header_is_done() -> None:
