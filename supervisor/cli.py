@@ -414,6 +414,14 @@ def _facade_parsers(
         action="store_true",
         help="serve without authentication: anyone who can reach the port can call every tool",
     )
+    serve.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        help="also answer requests whose Host (and Origin) name NAME (a DNS name of yours, a proxy's); "
+        "without it, only the listening address and, on loopback, localhost, 127.0.0.1 and [::1]: any "
+        "other Host gets 421 and a foreign Origin 403 (DNS rebinding); repeatable",
+    )
     serve.set_defaults(func=cmd_serve)
 
     hosts = sub.add_parser(

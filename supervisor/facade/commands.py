@@ -133,6 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         args.keys,
         launcher,
         args.log_level,
+        args.allow_host or (),
         backend="asyncio",
     )
     return 0

@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import hmac
 import logging
+import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from types import FrameType
 from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
+import msgspec
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
 from supervisor.facade.launch import Launcher
@@ -28,12 +33,14 @@ from supervisor.facade.pipes import claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
 from supervisor.facade.upstream import Upstream
 from supervisor.keys import Keys
+from supervisor.web.address import HostCheck, ListenAddress
 
 __all__ = ["MCP_PATH", "BearerAuth", "bind", "http_app", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
 MCP_PATH: Final = "/mcp"
+DRAIN_GRACE: Final = 10  # seconds the requests in flight get after SIGTERM (then they are cut)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -115,13 +122,77 @@ class BearerAuth:
         await self._app(scope, receive, send)
 
 
-def http_app(facade: Facade, host: str, tokens: Sequence[str] | None) -> ASGIApp:
-    """The SDK's streamable HTTP app for ``facade`` at ``/mcp`` (behind ``BearerAuth`` with ``tokens``)."""
-    app: ASGIApp = facade.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    return app if tokens is None else BearerAuth(app, tokens)
+class SameOrigin:
+    """ASGI middleware against DNS rebinding (the MCP transport's MUST): a request whose ``Host`` does
+    not name this listener gets 421, one whose ``Origin`` is another site's gets 403, on every
+    address the facade listens on (the SDK checks only on 127.0.0.1, localhost and ::1)."""
+
+    def __init__(self, app: ASGIApp, hosts: HostCheck) -> None:
+        self._app = app
+        self._hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            host = headers.get(b"host", b"").decode("latin-1")
+            origin = headers.get(b"origin")
+            if not self._hosts.allows(host):
+                await _refuse(send, 421, f"Host {host!r} does not name this server (--allow-host adds names)")
+                return
+            if origin is not None and not self._same_site(origin.decode("latin-1")):
+                await _refuse(send, 403, f"Origin {origin.decode('latin-1')!r} is another site's")
+                return
+        await self._app(scope, receive, send)
+
+    def _same_site(self, origin: str) -> bool:
+        scheme, sep, rest = origin.partition("://")
+        return (
+            bool(sep) and scheme.lower() in ("http", "https") and "/" not in rest and self._hosts.allows(rest)
+        )
+
+
+async def _refuse(send: Send, status: int, why: str) -> None:
+    body = msgspec.json.encode({"error": why})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(
+    facade: Facade, sock: socket.socket, tokens: Sequence[str] | None, allow_hosts: Sequence[str] = ()
+) -> ASGIApp:
+    """The SDK's streamable HTTP app for ``facade`` at ``/mcp``, behind ``SameOrigin`` (the hosts this
+    listener answers to: its address, loopback names on loopback, ``allow_hosts``) and ``BearerAuth``
+    with ``tokens``."""
+    host, port = sock.getsockname()[:2]
+    ours = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # SameOrigin does it, everywhere
+    app: ASGIApp = facade.server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=ours
+    )
+    if tokens is not None:
+        app = BearerAuth(app, tokens)
+    return SameOrigin(app, HostCheck(ListenAddress(host, port), port, allow_hosts))
 
 
 LISTEN_BACKLOG: Final = 2048  # uvicorn's own default; it calls listen() again with it
+
+
+class InFlight:
+    """ASGI middleware: counts the requests being answered, but the long-lived event streams (GET)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+        self.count = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") == "GET":
+            await self._app(scope, receive, send)
+            return
+        self.count += 1
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self.count -= 1
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -151,14 +222,44 @@ async def serve_http(
     keys: Keys = None,
     launcher: Launcher | None = None,
     log_level: str = "warning",
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``sock`` until cancelled (on asyncio, as uvicorn is)."""
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
-    host = sock.getsockname()[0]
+    # Event streams end when we say (below), not the moment a signal comes: a call in flight answers
+    # on its request's stream.
+    AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+
+    class Server(uvicorn.Server):
+        """uvicorn's, but SIGTERM drains: once no request is in flight (at most ``DRAIN_GRACE`` seconds),
+        every stream ends and ``serve`` returns (exit 0). Meanwhile requests are still served: a host
+        may need one more (a listing, to read the result's schema) to finish its call."""
+
+        drain_until: float | None = None
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if sig != signal.SIGTERM:
+                AppStatus.should_exit = True
+                super().handle_exit(sig, frame)
+            elif self.drain_until is None:
+                busy = requests.count
+                log.warning("SIGTERM: draining (%d requests in flight, %g s at most)", busy, DRAIN_GRACE)
+                self.drain_until = time.monotonic() + DRAIN_GRACE
+
+        async def on_tick(self, counter: int) -> bool:
+            if self.drain_until is None:
+                return await super().on_tick(counter)
+            if requests.count and time.monotonic() < self.drain_until:
+                return False
+            AppStatus.should_exit = True
+            return True
+
     facade, upstream = _facade(options, endpoint, keys, launcher)
-    config = uvicorn.Config(http_app(facade, host, tokens), log_level=log_level, lifespan="on")
-    server = uvicorn.Server(config)
+    app = requests = InFlight(http_app(facade, sock, tokens, allow_hosts))
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=DRAIN_GRACE)
+    server = Server(config)
     async with anyio.create_task_group() as tasks:
         await tasks.start(facade.tell_hosts)
         await tasks.start(upstream.run)

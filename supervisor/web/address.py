@@ -85,13 +85,15 @@ class HostCheck:
     Its own host as written and the port; when bound to a loopback address or ``localhost``, also
     ``localhost``, ``127.0.0.1`` and ``[::1]``; when bound to every interface (``0.0.0.0``, ``::``),
     any IP address (a DNS name an attacker controls never passes). The port must be the bound one
-    (or absent, for port 80)."""
+    (or absent, for port 80), but for the names given."""
 
     def __init__(self, address: ListenAddress, port: int, names: Iterable[str] = ()) -> None:
-        """``names``: more host names to answer to (a DNS name of the operator's own, a proxy's)."""
+        """``names``: more host names to answer to, on any port (a DNS name of the operator's own, a
+        reverse proxy's, whose port may be its own)."""
         self._port = port
         host = address.host.lower()
-        self._names = {host, *(name.lower().strip("[]") for name in names)}
+        self._names = {host}
+        self._extra = {name.lower().strip("[]") for name in names}
         ip = _ip(host)
         self._any_ip = ip is not None and ip.is_unspecified
         if host == "localhost" or (ip is not None and (ip.is_loopback or ip.is_unspecified)):
@@ -102,6 +104,8 @@ class HostCheck:
         if split is None:
             return False
         host, port = split
+        if host in self._extra:
+            return True
         if port != self._port and not (port is None and self._port == 80):
             return False
         return host in self._names or (self._any_ip and _ip(host) is not None)

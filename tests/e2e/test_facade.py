@@ -237,6 +237,30 @@ async def test_host_cancel_reaches_the_server_as_its_own_cancellation(
     assert stats.in_flight == 0
 
 
+async def test_http_facade_drains_on_sigterm_and_exits_0(sup: SupervisorProcess, tmp_path: Path) -> None:
+    """As a service manager stops it: the call in flight is answered, then the facade exits 0."""
+    facade = HttpFacade(tmp_path, sup.endpoint, TOKEN)
+    tag = f"drain-{secrets.token_hex(4)}"
+    results: list[types.CallToolResult] = []
+    try:
+        try:
+            async with http_host(facade.url, TOKEN) as host, trio.open_nursery() as nursery:
+
+                async def call() -> None:
+                    results.append(await host.call_tool("mcp_t_slow", {"seconds": 2, "tag": tag}))
+
+                nursery.start_soon(call)
+                await wait_for_path(sup.state_dir / f"{tag}.started")
+                facade.process.send_signal(signal.SIGTERM)
+        except* httpx2.ConnectError:
+            pass  # the host's goodbye, once the call is answered, finds the facade gone: as it should
+        assert [result.is_error for result in results] == [False]
+        assert await trio.to_thread.run_sync(lambda: facade.process.wait(HOST_TIMEOUT)) == 0
+        assert "SIGTERM" in facade.stderr and "Traceback" not in facade.stderr
+    finally:
+        facade.stop()
+
+
 @pytest.mark.parametrize("mode", ERAS)
 @pytest.mark.parametrize("kind", KINDS)
 async def test_host_hears_list_changed_when_a_server_adds_a_tool(

@@ -681,6 +681,58 @@ async def test_hostile_headers_on_http_are_4xx_at_once(http_facade: HttpFacade) 
     assert http_facade.process.poll() is None
 
 
+@pytest.mark.parametrize("listen", ["127.0.0.1", "127.0.0.2"])
+async def test_a_foreign_host_or_origin_is_refused_on_every_address_even_without_auth(
+    rig: Rig, tmp_path: Path, listen: str
+) -> None:
+    """DNS rebinding: a page on another site, whose name now resolves to the listener, may not call
+    tools (the MCP transport says servers MUST check Origin); --allow-host adds a name of one's own."""
+    facade = HttpFacade(
+        tmp_path, rig.sup.endpoint, None, "--http", f"{listen}:0", "--allow-host", "mcp.example"
+    )
+    try:
+        url, port = facade.url, facade.url.split(":")[2].split("/")[0]
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "x", "version": "0"},
+            },
+        }
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as http:
+            with trio.fail_after(HOST_TIMEOUT):
+                statuses = {
+                    what: (await http.post(url, headers={**headers, **extra}, json=init)).status_code
+                    for what, extra in {
+                        "foreign Host": {"Host": f"evil.example:{port}"},
+                        "foreign Origin": {"Origin": "http://evil.example"},
+                        "foreign Origin on our port": {"Origin": f"http://evil.example:{port}"},
+                        "Origin null": {"Origin": "null"},
+                        "own Host": {},
+                        "own Origin": {"Origin": f"http://{listen}:{port}"},
+                        "loopback name": {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"},
+                        "allowed name": {"Host": "mcp.example", "Origin": "https://mcp.example"},
+                    }.items()
+                }
+        assert statuses == {
+            "foreign Host": 421,
+            "foreign Origin": 403,
+            "foreign Origin on our port": 403,
+            "Origin null": 403,
+            "own Host": 200,
+            "own Origin": 200,
+            "loopback name": 200,
+            "allowed name": 200,
+        }
+        assert facade.process.poll() is None
+    finally:
+        facade.stop()
+
+
 async def test_a_proper_http_host_works_after_the_hostile_ones(http_facade: HttpFacade) -> None:
     async with http_host(http_facade.url, TOKEN) as host:
         assert "mcp_t_echo" in {tool.name for tool in (await host.list_tools()).tools}

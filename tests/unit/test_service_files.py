@@ -29,6 +29,7 @@ from supervisor.tokens import state_dir
 ROOT = Path(__file__).resolve().parent.parent.parent
 SYSTEM_UNIT = ROOT / "config" / "systemd" / "mcp-supervisor.service"
 USER_UNIT = ROOT / "config" / "systemd" / "user" / "mcp-supervisor.service"
+HTTP_UNIT = ROOT / "config" / "systemd" / "mcp-supervisor-http.service"
 CONTAINERFILE = ROOT / "config" / "container" / "Containerfile"
 STOP_MARGIN = 15.0  # seconds a stop takes past shutdownGrace: every worker and server stopped, bounded
 
@@ -108,7 +109,29 @@ def test_the_system_unit_gives_the_supervisor_the_directories_it_uses() -> None:
     assert one(settings, "Service.ProtectSystem") == "strict"  # writable: only the directories above
 
 
-@pytest.mark.parametrize("path", [SYSTEM_UNIT, USER_UNIT], ids=["system", "user"])
+@pytest.mark.parametrize("path", [SYSTEM_UNIT, USER_UNIT, HTTP_UNIT], ids=["system", "user", "http"])
+def test_units_raise_the_descriptor_limit_above_the_default_1024(path: Path) -> None:
+    assert int(one(unit(path), "Service.LimitNOFILE")) >= 65536
+
+
+def test_the_http_unit_serves_the_supervisors_registry_and_drains_on_stop() -> None:
+    from supervisor.facade.run import DRAIN_GRACE
+
+    settings = unit(HTTP_UNIT)
+    program, *args = shlex.split(one(settings, "Service.ExecStart"))
+    assert program == shlex.split(one(unit(SYSTEM_UNIT), "Service.ExecStart"))[0]
+    parsed = build_parser().parse_args(args)
+    assert parsed.command == "serve" and parsed.http.startswith("127.0.0.1:") and parsed.token_file
+    assert "mcp-supervisor.service" in one(settings, "Unit.After")
+    assert one(settings, "Service.KillSignal") == "SIGTERM"
+    assert seconds(one(settings, "Service.TimeoutStopSec")) > DRAIN_GRACE
+    environment = dict(value.split("=", 1) for value in settings["Service.Environment"])
+    supervisor_env = dict(value.split("=", 1) for value in unit(SYSTEM_UNIT)["Service.Environment"])
+    assert environment["MCP_SUPERVISOR_ENDPOINT"] == supervisor_env["MCP_SUPERVISOR_ENDPOINT"]
+    assert one(settings, "Service.User") == one(unit(SYSTEM_UNIT), "Service.User")
+
+
+@pytest.mark.parametrize("path", [SYSTEM_UNIT, USER_UNIT, HTTP_UNIT], ids=["system", "user", "http"])
 def test_systemd_analyze_verifies_the_units(path: Path, tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
