@@ -9,6 +9,10 @@ wait on the pipes in trio's own loop instead. As the SDK does, the facade then p
 ``/dev/null`` and fd 1 at stderr while it serves, so a stray ``print`` (ours, or a library's) can
 never land in the middle of the protocol; both are put back when it is done.
 
+A host that does not read its answers is held back: past ``MAX_UNANSWERED`` requests in hand the
+facade stops reading (``Unanswered``), so its memory is bounded whatever the host sends; a host that
+closes its end of stdout is gone, and what is written after is dropped (``LineWriter``).
+
 A line longer than ``MAX_LINE`` is dropped with a warning (the host gets no answer to it; it could
 never be one message the facade serves), and the reading goes on at the next line.
 
@@ -38,12 +42,24 @@ from pydantic import ValidationError
 
 from supervisor.repeats import Repeats
 
-__all__ = ["MAX_LINE", "LineReader", "LineWriter", "bad_line_answer", "claimed_stdio", "sift"]
+__all__ = [
+    "MAX_LINE",
+    "Answers",
+    "LineReader",
+    "LineWriter",
+    "Unanswered",
+    "bad_line_answer",
+    "claimed_stdio",
+]
+__all__ += ["sift"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
 MAX_LINE: Final = 64 * 1024 * 1024  # bytes in one line from the host; a longer one is dropped
 READ_SIZE: Final = 256 * 1024  # bytes asked of the pipe at a time
+MAX_UNANSWERED: Final = (
+    256  # the host's requests in hand before the facade stops reading (a host not reading)
+)
 # A JSON token: a string, a punctuation mark, or anything else up to the next one (numbers, literals).
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"|[][{}:,]|[^][{}:,\s"]++')
 
@@ -89,13 +105,21 @@ class LineReader:
 
 
 class LineWriter:
-    """What the SDK's stdio writer needs of stdout: ``write`` (all of it, at once) and ``flush``."""
+    """What the SDK's stdio writer needs of stdout: ``write`` (all of it, at once) and ``flush``. A host
+    that closed its end is gone: what is written after is dropped (its calls end with its stdin)."""
 
     def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self._stream = stream
+        self.gone = False
 
     async def write(self, text: str) -> None:
-        await self._stream.send_all(text.encode("utf-8"))
+        if self.gone:
+            return
+        try:
+            await self._stream.send_all(text.encode("utf-8"))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.gone = True
+            log.info("the host closed its end of the pipe; what it was sent since is dropped")
 
     async def flush(self) -> None:
         """Nothing is buffered here."""
@@ -122,6 +146,70 @@ def claimed_stdio() -> Iterator[tuple[LineReader, LineWriter]]:
             stream.close()  # synchronous close of a FdStream: closes the private fd only
 
 
+# ------------------------------------------------------------ a host that does not read
+
+
+class Unanswered:
+    """The host's requests not answered yet; reading from the host waits while there are ``limit``.
+
+    A host that never reads its answers would otherwise have the facade read on, and keep every
+    answer it cannot write: the host's writes wait instead, as on any full pipe. A request counts
+    until its answer has gone to the writer (``Answers``), or until the host cancels it."""
+
+    def __init__(self, limit: int = MAX_UNANSWERED) -> None:
+        self.limit = limit
+        self._ids: dict[types.RequestId, int] = {}  # id -> requests in hand with it (a host may reuse one)
+        self._count = 0
+        self._room: anyio.Event | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    async def add(self, id: types.RequestId) -> None:
+        while self._count >= self.limit:
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+        self._ids[id] = self._ids.get(id, 0) + 1
+        self._count += 1
+
+    def done(self, id: types.RequestId) -> None:
+        left = self._ids.get(id)
+        if left is None:
+            return
+        if left > 1:
+            self._ids[id] = left - 1
+        else:
+            del self._ids[id]
+        self._count -= 1
+        if self._room is not None and self._count < self.limit:
+            self._room.set()
+            self._room = None
+
+
+class Answers:
+    """The server's side of the stdout stream: each answer counted off ``Unanswered`` once written."""
+
+    def __init__(self, inner: anyio.abc.ObjectSendStream[SessionMessage], unanswered: Unanswered) -> None:
+        self._inner = inner
+        self._unanswered = unanswered
+
+    async def send(self, item: SessionMessage) -> None:
+        await self._inner.send(item)
+        message = item.message
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self._unanswered.done(message.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 # ------------------------------------------------------------ lines the SDK cannot read
 
 
@@ -129,13 +217,24 @@ async def sift(
     from_host: anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
     to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception],
     to_host: anyio.abc.ObjectSendStream[SessionMessage],
+    unanswered: Unanswered | None = None,
 ) -> None:
-    """The host's messages, on to the server; each line that was not one answered here, if it needs
-    an answer."""
+    """The host's messages, on to the server (each request waiting for room in ``unanswered``, and
+    a host's cancel making room); each line that was not one answered here, if it needs an answer."""
     repeats = Repeats(log)
     async with to_server:
         async for item in from_host:
             if not isinstance(item, Exception):
+                message = item.message
+                if unanswered is not None:
+                    if isinstance(message, types.JSONRPCRequest):
+                        await unanswered.add(message.id)
+                    elif isinstance(message, types.JSONRPCNotification) and message.method == (
+                        "notifications/cancelled"
+                    ):
+                        cancelled = (message.params or {}).get("requestId")
+                        if isinstance(cancelled, str | int):
+                            unanswered.done(cancelled)
                 try:
                     await to_server.send(item)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -29,7 +29,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
 from supervisor.facade.launch import Launcher
-from supervisor.facade.pipes import claimed_stdio, sift
+from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
 from supervisor.facade.upstream import Upstream
 from supervisor.keys import Keys
@@ -76,8 +76,10 @@ async def serve_stdio(
                 anyio.create_task_group() as lines,
             ):
                 to_server, messages = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-                lines.start_soon(sift, read_stream, to_server, write_stream)
-                await facade.server.run(messages, write_stream, facade.initialization_options())
+                unanswered = Unanswered()
+                lines.start_soon(sift, read_stream, to_server, write_stream, unanswered)
+                answers = Answers(write_stream, unanswered)
+                await facade.server.run(messages, answers, facade.initialization_options())
                 lines.cancel_scope.cancel()
         log.info("the host closed the connection")
         tasks.cancel_scope.cancel()
