@@ -42,7 +42,7 @@ from tests.e2e.harness import (
     npm_package,
     stdio_test_server,
 )
-from workers.progress import PROGRESS_INTERVAL
+from workers.progress import PROGRESS_BURST, PROGRESS_INTERVAL
 
 pytestmark = pytest.mark.e2e
 
@@ -173,11 +173,20 @@ def test_a_progress_flood_is_coalesced_and_its_last_notification_still_arrives(
     assert result.text == f"sent {count}"
     _assert_increasing_to(notes, count, count)
     assert notes[-1] == (count, count, f"step {count}")
-    # At most one per interval while the call ran, plus the last one flushed before the result.
-    assert len(notes) <= elapsed / PROGRESS_INTERVAL + 2, (len(notes), elapsed)
+    # The bucket's burst, then at most one per interval while the call ran, and the last one
+    # flushed before the result.
+    assert len(notes) <= PROGRESS_BURST + elapsed / PROGRESS_INTERVAL + 2, (len(notes), elapsed)
     assert len(notes) < count
     assert sup.client.call_tool("mcp_test_echo", {"text": "alive"}).text == "alive"
     assert sup.status()["test"].restarts == restarts
+
+
+def test_a_few_quick_steps_all_reach_the_caller(sup: SupervisorProcess) -> None:
+    """A server that sends three updates at once: the caller gets three, not one."""
+    notes, record = _recorder()
+    result = sup.client.call_tool("mcp_test_progress", {"count": 3, "message": "step"}, progress=record)
+    assert result.text == "sent 3"
+    assert notes == [(i, 3, f"step {i}") for i in (1, 2, 3)]
 
 
 def test_a_call_that_asks_for_progress_fails_with_the_same_codes_as_one_that_does_not(

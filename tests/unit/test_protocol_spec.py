@@ -55,7 +55,7 @@ from supervisor.protocol.spec import Model, Table, check, hex_examples, main, pa
 from supervisor.publisher import BEACON_INTERVAL
 from supervisor.registry import MAX_NAME_LENGTH
 from supervisor.worker_log import RING_LINES
-from workers.progress import PROGRESS_INTERVAL
+from workers.progress import PROGRESS_BURST, PROGRESS_INTERVAL
 from workers.values import MAX_ARGUMENT_DEPTH
 
 SPEC_PATH = Path(__file__).parents[2] / "docs" / "protocol.md"
@@ -76,6 +76,7 @@ LIMITS: dict[str, float] = {
     "deadline margin": DEADLINE_MARGIN,
     "default budget": DEFAULT_TOOL_TIMEOUT,
     "progress interval": PROGRESS_INTERVAL,
+    "progress burst": PROGRESS_BURST,
     "log lines": LOG_LIMIT,
     "shutdown grace": MAX_GRACE,
     "traceparent": tracing.MAX_TRACEPARENT,
