@@ -28,6 +28,7 @@ import msgspec
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
+from supervisor.facade.guard import ACCEPT_BACKLOG
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
@@ -176,9 +177,6 @@ def http_app(
     return SameOrigin(app, HostCheck(ListenAddress(host, port), port, allow_hosts))
 
 
-LISTEN_BACKLOG: Final = 2048  # uvicorn's own default; it calls listen() again with it
-
-
 class InFlight:
     """ASGI middleware: counts the requests being answered, but the long-lived event streams (GET)."""
 
@@ -208,7 +206,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
-        sock.listen(LISTEN_BACKLOG)
+        sock.listen(ACCEPT_BACKLOG)
     except OSError:
         sock.close()
         raise
@@ -229,6 +227,8 @@ async def serve_http(
     """Serve streamable HTTP at ``/mcp`` on ``sock`` until cancelled (on asyncio, as uvicorn is)."""
     import uvicorn
     from sse_starlette.sse import AppStatus
+
+    from supervisor.facade.guard import connection_cap, guarded_protocol
 
     # Event streams end when we say (below), not the moment a signal comes: a call in flight answers
     # on its request's stream.
@@ -260,7 +260,15 @@ async def serve_http(
 
     facade, upstream = _facade(options, endpoint, keys, launcher)
     app = requests = InFlight(http_app(facade, sock, tokens, allow_hosts))
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=DRAIN_GRACE)
+    protocol = guarded_protocol(connection_cap())  # a cap on connections, and on slow requests
+    config = uvicorn.Config(
+        app,
+        http=protocol,
+        backlog=ACCEPT_BACKLOG,  # asyncio accepts this many at a time: the cap's margin (guard)
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=DRAIN_GRACE,
+    )
     server = Server(config)
     async with anyio.create_task_group() as tasks:
         await tasks.start(facade.tell_hosts)

@@ -1,0 +1,110 @@
+"""The HTTP facade against connections that take and never give: hundreds that trickle their headers
+(slowloris) past its descriptor limit, and one request that never finishes arriving. Real processes:
+a supervisor running the test server, ``serve --http`` with a low descriptor limit, and the official
+SDK's client as the host that must still be served."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import resource
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from supervisor.facade.guard import DESCRIPTORS_KEPT, HEAD_TIMEOUT
+from tests.e2e.facade import HOST_TIMEOUT, HOST_WARNINGS, REPO, facade_argv, http_host, text_of
+from tests.e2e.harness import START_TIMEOUT, SupervisorProcess, poll, stdio_test_server
+
+pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
+
+DESCRIPTORS = 256  # the facade's soft limit: its cap is this less DESCRIPTORS_KEPT
+SLOW = 400  # trickling connections: more than the facade could hold
+
+
+@pytest.fixture(scope="module")
+def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
+    sup = SupervisorProcess(tmp_path_factory.mktemp("connections"), {"t": stdio_test_server()})
+    try:
+        sup.wait_states()
+        yield sup
+    finally:
+        sup.stop()
+
+
+def _low_limit() -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTORS, hard))
+
+
+@pytest.fixture
+def facade(sup: SupervisorProcess, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    stderr_path = tmp_path / "facade.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            facade_argv(sup.endpoint, "serve", "--http", "127.0.0.1:0", "--no-auth"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=REPO,
+            preexec_fn=_low_limit,
+        )
+    try:
+        said = poll(
+            "the LISTENING line",
+            lambda: re.search(r"^LISTENING http://127.0.0.1:(\d+)/", stderr_path.read_text(), re.M),
+            START_TIMEOUT,
+        )
+        yield process, int(said.group(1)), stderr_path
+    finally:
+        process.terminate()
+        try:
+            process.wait(HOST_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def test_hosts_are_served_while_hundreds_of_connections_trickle_their_headers(
+    facade: tuple[subprocess.Popen[bytes], int, Path],
+) -> None:
+    process, port, stderr_path = facade
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))  # this process opens them all
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(SLOW):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=HOST_TIMEOUT)
+            sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode())  # never done
+            slow.append(sock)
+        async with http_host(f"http://127.0.0.1:{port}/mcp", None) as host:  # a host that sends at once
+            assert "mcp_t_echo" in {tool.name for tool in (await host.list_tools()).tools}
+            assert text_of(await host.call_tool("mcp_t_echo", {"text": "served"})) == "served"
+        assert process.poll() is None
+        said = stderr_path.read_text(errors="replace")
+        assert "Too many open files" not in said and "Traceback" not in said, said[-3000:]
+        assert said.count("\n") < 50, said[-3000:]  # counted, a line a second at most
+        assert f"{DESCRIPTORS - DESCRIPTORS_KEPT} connections" in said
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+async def test_a_request_that_never_finishes_arriving_is_408_and_closed(
+    facade: tuple[subprocess.Popen[bytes], int, Path],
+) -> None:
+    _, port, _ = facade
+    with socket.create_connection(("127.0.0.1", port), timeout=HEAD_TIMEOUT * 3) as sock:
+        sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())  # the head, unfinished
+        started = time.monotonic()
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := await trio.to_thread.run_sync(sock.recv, 4096):
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert time.monotonic() - started < HEAD_TIMEOUT * 3
