@@ -93,6 +93,7 @@ class Pending:
     call: int = 0  # its call id (set by ``CallTable.remember``)
     span: Span | None = None  # a tool call's span, while tracing (``supervisor.tracing``)
     started: float | None = None  # a tool call's time sent, while metered (set by ``CallTable.remember``)
+    retry: object = None  # what runs it once more if its worker dies (the router's; ``retryIdempotent``)
 
 
 class CallMeter(Protocol):
@@ -141,6 +142,7 @@ class CallTable:
         self._by_worker: dict[bytes, set[int]] = {}
         self._clients: dict[bytes, _Client] = {}
         self._held = 0  # requests in flight from every client, toward maxCallsInFlight
+        self.requeue: Callable[[Pending], bool] | None = None  # the router's, for calls to retry
         self._next_call = 0
 
     def __len__(self) -> int:
@@ -315,12 +317,16 @@ class CallTable:
         return expired
 
     def worker_gone(self, worker: bytes, code: ErrorCode, message: str) -> None:
-        """A worker incarnation ended: every call it had fails with ``code``."""
+        """A worker incarnation ended: every call it had fails with ``code``, but those ``requeue``
+        takes back (a call to retry, moved to wait for its server)."""
         for call in sorted(self._by_worker.pop(worker, ())):
             pending = self._pending.get(call)
-            if pending is not None:
-                self._forget(call, pending)
-                self.fail(pending, code, message)
+            if pending is None:
+                continue
+            if pending.retry is not None and self.requeue is not None and self.requeue(pending):
+                continue
+            self._forget(call, pending)
+            self.fail(pending, code, message)
 
     def drop_calls_of(self, caller: bytes) -> int:
         """Forget every request in flight of a client that does not read its replies; how many there were.

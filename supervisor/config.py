@@ -343,6 +343,7 @@ def _build_server(
         disabled_tools=disabled_tools,
         oauth=oauth,
         sampling_caller=cfg.sampling == "caller",
+        retry_idempotent=cfg.retry_idempotent,
         **_pool_fields(cfg),
     )
 

@@ -114,6 +114,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     type: str | None = None
     transport: str | None = None
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT  # "toolTimeout" in the file; must be > 0
+    # Calls in flight to tools annotated readOnlyHint or idempotentHint, when their server dies, are
+    # run once more on the new one (within their deadline) instead of failing WORKER_CRASHED.
+    retry_idempotent: bool = False
     disabled: bool = False
     roots: list[str | RootEntry] = []  # answered on roots/list; none: roots are not offered
     elicitation: Literal["decline", "defaults"] = "decline"
@@ -198,6 +201,7 @@ class ServerSpec:
     tool_timeout: float
     disabled: bool
     policy: RestartPolicy = field(default_factory=RestartPolicy)
+    retry_idempotent: bool = False  # see ServerConfig
     roots: tuple[RootEntry, ...] = ()
     elicitation: Literal["decline", "defaults"] = "decline"
     sampling: SamplingHook | None = None

@@ -157,6 +157,7 @@ class Supervisor:
             clock=trio.current_time,
             deadline_added=self._deadline_added,
         )
+        self.calls.requeue = self._router.requeue
         self._poller: Poller | None = None
         self._served: trio.Event | None = None  # set after the receiving task's next pass, if anyone waits
         self._timer: trio.CancelScope | None = None

@@ -91,6 +91,14 @@ class Route:
 
     server: str
     tool: str
+    repeatable: bool = False  # annotated readOnlyHint or idempotentHint: a retry may run it twice
+
+
+def repeatable(annotations: dict[str, object] | None) -> bool:
+    """Whether a tool's annotations say running it twice does no harm (hints from its server)."""
+    return bool(annotations) and (
+        annotations.get("readOnlyHint") is True or annotations.get("idempotentHint") is True  # type: ignore[union-attr]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +192,7 @@ class Registry:
                 log.warning("server %r tool %r left out: %s", server, tool.name, problem)
                 continue
             name = self._free_name(server, tool.name)
-            self._routes[name] = Route(server, tool.name)
+            self._routes[name] = Route(server, tool.name, repeatable(tool.annotations))
             infos.append(
                 ToolInfo(
                     name=name,

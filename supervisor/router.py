@@ -59,7 +59,7 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.registry import Registry, server_of
-from supervisor.waiting import MAX_WAITING, WaitingCall, WaitingRoom
+from supervisor.waiting import COMING_BACK, MAX_WAITING, WaitingCall, WaitingRoom
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -67,8 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["Router"]
 
 log = logging.getLogger("mcp_supervisor")
-
-COMING_BACK: Final = ("starting", "restarting")  # a tool call for a server in these states waits for it
 
 _LIST_METHODS: Final[dict[type, FetchMethod]] = {
     ListResources: "resources/list",
@@ -103,7 +101,8 @@ class Router:
         self._clock = clock
         self._deadline_added = deadline_added
         self._routing: Span | None = None  # while tracing: the span of the call being routed, until sent
-        self._waiting = WaitingRoom()  # tool calls waiting for their server to (re)start
+        # Tool calls waiting for their server to (re)start, and calls in flight to run once more.
+        self._waiting = WaitingRoom(registry, servers, calls, self._link_send, self._invoke, clock)
 
     def call(self, caller: bytes, request: CallTool) -> None:
         if not tracing.on:
@@ -142,33 +141,29 @@ class Router:
         pending = Pending(caller, request.id, b"", server.name, route.tool, progress=request.progress)
         if self._routing is not None:  # traced: the span goes with the call
             pending.span, self._routing = self._routing, None
-        invoke = self._invoke(call, server.name, route.tool, request, client, budget, pending)
         waiting = WaitingCall(call, request, client, budget, self._clock())
-        self._dispatch(server, client, call, encode(invoke), pending, budget, waiting=waiting)
+        if route.repeatable and server.spec.retry_idempotent:
+            pending.retry = waiting  # its worker's death sends it to the new one (``requeue``)
+        payload = self._invoke(waiting, server.name, route.tool, budget, pending)
+        self._dispatch(server, client, call, payload, pending, budget, waiting=waiting)
 
-    def _invoke(
-        self,
-        call: int,
-        server: str,
-        tool: str,
-        request: CallTool,
-        client: str,
-        budget: float,
-        pending: Pending,
-    ) -> Invoke:
+    def _invoke(self, entry: WaitingCall, server: str, tool: str, budget: float, pending: Pending) -> bytes:
+        """The encoded ``Invoke`` of a call to ``server``'s ``tool``; while tracing, its span's
+        context goes with it."""
+        request = entry.request
         invoke = Invoke(
-            call=call,
+            call=entry.call,
             tool=tool,
             arguments=request.arguments,
             budget=budget,
             progress=request.progress,
-            client=client,
+            client=entry.client,
             answers=request.answers,
         )
-        if pending.span is not None:  # traced: the span's context goes to the worker
+        if pending.span is not None:
             tracing.routed(pending.span, server, tool)
             invoke.traceparent, invoke.tracestate = tracing.wire_context(pending.span)
-        return invoke
+        return encode(invoke)
 
     def _wait(self, caller: bytes, request: CallTool, server: Server, client: str, budget: float) -> None:
         """Hold a call for a server that is (re)starting, within the call's own deadline."""
@@ -191,41 +186,12 @@ class Router:
         self._deadline_added(self._calls.remember(waiting.call, pending, waiting.budget, waiting.arrived))
 
     def server_changed(self, server: Server) -> None:
-        """``server``'s state changed: the calls waiting for it go on (``ready``), or fail at once when
-        it is not coming back by itself (``failed``, ``needs-login``, ``stopped``)."""
-        if server.state in COMING_BACK or not (waiting := self._waiting.take(server.name)):
-            return
-        if server.state != "ready":
-            self._calls.worker_gone(
-                WaitingRoom.worker_of(server.name), "UNAVAILABLE", server.why_unavailable()
-            )
-            return
-        now = self._clock()
-        for entry in waiting:
-            if not self._calls.is_pending(entry.call):  # expired or cancelled while it waited
-                continue
-            route = self._registry.lookup(entry.request.name)
-            if route is None or route.server != server.name:
-                why = f"server {server.name!r} came back without a tool named {entry.request.name!r}"
-                self._calls.end(entry.call, "UNKNOWN_TOOL", why)
-                continue
-            target = server.route(entry.client)
-            if isinstance(target, Refusal):
-                self._calls.end(entry.call, target.code, target.message)
-                continue
-            pending = self._calls.move(entry.call, target.target)
-            assert pending is not None
-            pending.tool = route.tool
-            budget = max(entry.budget - (now - entry.arrived), 0.001)
-            payload = encode(
-                self._invoke(
-                    entry.call, server.name, route.tool, entry.request, entry.client, budget, pending
-                )
-            )
-            if not target.serving:
-                server.hold(target, entry.call, payload)
-            elif not self._link_send(target.target, payload):
-                self._calls.end(entry.call, "UNAVAILABLE", server.why_unavailable())
+        """``server``'s state changed: the calls waiting for it go on, or fail (``WaitingRoom``)."""
+        self._waiting.server_changed(server)
+
+    def requeue(self, pending: Pending) -> bool:
+        """A call in flight whose worker died: run it once more, if it may be (``WaitingRoom``)."""
+        return self._waiting.requeue(pending)
 
     def _link_send(self, worker: bytes, payload: bytes) -> bool:
         try:

@@ -110,6 +110,29 @@ def test_calls_every_50_ms_through_a_kill_9_of_the_server_lose_only_the_call_in_
     assert after.restarts == 1 and after.server_pid != before.server_pid
 
 
+def test_with_retry_idempotent_a_read_only_call_in_flight_survives_kill_9_and_others_do_not(
+    start_supervisor: Start,
+) -> None:
+    """``retryIdempotent``: the calls in flight to a tool annotated readOnlyHint run once more on the new
+    server (within their deadline); a tool without the hint still fails WORKER_CRASHED (running it
+    twice might do harm)."""
+    env = {"TEST_SERVER_STATE_DIR": "{state}", "TEST_SERVER_READ_ONLY": "slow"}
+    sup = start_supervisor({"test": {**stdio_test_server(**env), "retryIdempotent": True}})
+    [slow] = [tool for tool in sup.client.list_tools() if tool.name == "mcp_test_slow"]
+    assert slow.annotations == {"readOnlyHint": True}
+    before = sup.status()["test"]
+    read_only = _call_in_thread(sup, "mcp_test_slow", {"seconds": 3, "tag": "again"}, timeout=60)
+    _wait_started(sup.state_dir, "again")
+    other = _call_in_thread(sup, "mcp_test_crash", {"code": 3}, timeout=60)  # not annotated: not retried
+    read_only["thread"].join(60)
+    other["thread"].join(60)
+    result = read_only.get("result")
+    assert result is not None and result.text == "done again", read_only  # type: ignore[attr-defined]
+    assert isinstance(other.get("error"), WorkerCrashedError), other
+    after = sup.status()["test"]
+    assert after.restarts >= 1 and after.server_pid != before.server_pid
+
+
 def test_calls_waiting_for_a_server_that_fails_to_start_fail_at_once_with_why(
     start_supervisor: Start,
 ) -> None:

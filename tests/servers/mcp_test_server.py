@@ -70,6 +70,7 @@ Environment:
     TEST_SERVER_RESOURCES     "1": offer the resources and prompts above
     TEST_SERVER_LIST_DELAY    seconds resources/list sleeps before answering (default 0)
     TEST_SERVER_EXTRA_TOOLS   number of extra_* tools (default 0)
+    TEST_SERVER_READ_ONLY     tool names, comma-separated, listed with the annotation readOnlyHint
     TEST_SERVER_STATE_DIR     directory for the ``slow`` marker files (optional)
     TEST_SERVER_STARTUP_STDERR  one line written to stderr at start (optional)
     TEST_SERVER_INIT_DELAY    seconds to sleep before serving (default 0)
@@ -584,6 +585,13 @@ def build_server() -> Server[Any]:
     page_size = _env_int("TEST_SERVER_PAGE_SIZE")
     list_delay = float(os.environ.get("TEST_SERVER_LIST_DELAY") or 0)
     tools = build_tools(_env_int("TEST_SERVER_EXTRA_TOOLS"))
+    read_only = {name for name in (os.environ.get("TEST_SERVER_READ_ONLY") or "").split(",") if name}
+    tools = [
+        (t.model_copy(update={"annotations": types.ToolAnnotations(read_only_hint=True)}), fn)
+        if t.name in read_only
+        else (t, fn)
+        for t, fn in tools
+    ]
     by_name = {t.name: fn for t, fn in tools}
 
     async def list_tools(
