@@ -76,6 +76,7 @@ class Gather:
     id: int
     named: bool  # the caller named one server: its failure is the reply
     waiting: int
+    identity: str = ""  # the client identity it was admitted for (``CallTable.admit``)
     parts: dict[str, msgspec.Raw] = field(default_factory=dict)  # server -> its encoded entries
     failures: list[ServerFailure] = field(default_factory=list)
 
@@ -94,6 +95,7 @@ class Pending:
     span: Span | None = None  # a tool call's span, while tracing (``supervisor.tracing``)
     started: float | None = None  # a tool call's time sent, while metered (set by ``CallTable.remember``)
     retry: object = None  # what runs it once more if its worker dies (the router's; ``retryIdempotent``)
+    identity: str = ""  # the client identity it was admitted for (``CallTable.admit``)
 
 
 class CallMeter(Protocol):
@@ -141,6 +143,7 @@ class CallTable:
         self._deadlines: list[tuple[float, int]] = []
         self._by_worker: dict[bytes, set[int]] = {}
         self._clients: dict[bytes, _Client] = {}
+        self._held_by: dict[tuple[bytes, str], int] = {}  # (connection, identity) -> requests in flight
         self._held = 0  # requests in flight from every client, toward maxCallsInFlight
         self.requeue: Callable[[Pending], bool] | None = None  # the router's, for calls to retry
         self._next_call = 0
@@ -161,18 +164,23 @@ class CallTable:
 
     # ------------------------------------------------------------ admission
 
-    def admit(self, caller: bytes, id: int) -> bool:
-        """Take a place for a request that goes to a worker; past a bound, answer OVERLOADED (False)."""
+    def admit(self, caller: bytes, id: int, identity: str = "") -> bool:
+        """Take a place for a request that goes to a worker; past a bound, answer OVERLOADED (False).
+        ``maxCallsPerClient`` counts per client identity on a connection: one connection serving
+        many (the facade: a host session each) lets no one of them crowd out the others."""
         settings = self._settings()
-        client = self._clients.get(caller)
-        if client is not None and client.held >= settings.max_calls_per_client:
-            why = f"this client has {client.held} requests in flight (maxCallsPerClient)"
+        key = (caller, identity)
+        held = self._held_by.get(key, 0)
+        if held >= settings.max_calls_per_client:
+            why = f"this client has {held} requests in flight (maxCallsPerClient)"
         elif self._held >= settings.max_calls_in_flight:
             why = f"{self._held} requests in flight from every client (maxCallsInFlight)"
         else:
+            client = self._clients.get(caller)
             if client is None:
                 client = self._clients[caller] = _Client()
             client.held += 1
+            self._held_by[key] = held + 1
             self._held += 1
             return True
         self._stats.overloaded += 1
@@ -182,13 +190,19 @@ class CallTable:
         self._reply(caller, ErrorReply(id=id, code="OVERLOADED", message=f"{why}; try again later"))
         return False
 
-    def release(self, caller: bytes) -> None:
+    def release(self, caller: bytes, identity: str = "") -> None:
         """A request admitted by ``admit`` got its terminal reply (or was dropped)."""
         client = self._clients[caller]
         client.held -= 1
         self._held -= 1
         if client.held == 0:
             del self._clients[caller]
+        key = (caller, identity)
+        left = self._held_by[key] - 1
+        if left:
+            self._held_by[key] = left
+        else:
+            del self._held_by[key]
 
     # ------------------------------------------------------------ pending
 
@@ -346,7 +360,7 @@ class CallTable:
                     continue
                 gathers.append(pending.gather)
             dropped += 1
-            self.release(caller)
+            self.release(caller, pending.identity)
         return dropped
 
     def _forget(self, call: int, pending: Pending) -> None:
@@ -375,7 +389,7 @@ class CallTable:
         gather = pending.gather
         if gather is None:
             self._reply(pending.caller, CallResult(id=pending.id, result=result))
-            self.release(pending.caller)
+            self.release(pending.caller, pending.identity)
         else:
             gather.parts[pending.server] = result
             self._gathered(gather)
@@ -389,7 +403,7 @@ class CallTable:
         gather = pending.gather
         if gather is None or gather.named:
             self._reply(pending.caller, ErrorReply(id=pending.id, code=code, message=message))
-            self.release(pending.caller)
+            self.release(pending.caller, pending.identity)
         else:
             gather.failures.append(ServerFailure(server=pending.server, code=code, message=message))
             self._gathered(gather)
@@ -399,7 +413,7 @@ class CallTable:
         if gather.waiting == 0:
             parts = [gather.parts[name] for name in self._server_order() if name in gather.parts]
             self._reply(gather.caller, Listing(id=gather.id, parts=parts, failures=gather.failures))
-            self.release(gather.caller)
+            self.release(gather.caller, gather.identity)
 
 
 def peer(routing_id: bytes) -> str:

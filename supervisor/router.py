@@ -134,11 +134,13 @@ class Router:
             else:
                 self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
             return
-        if not self._calls.admit(caller, request.id):
+        if not self._calls.admit(caller, request.id, client):
             self._refused("OVERLOADED", "refused by admission")
             return
         call = self._calls.new_call()
-        pending = Pending(caller, request.id, b"", server.name, route.tool, progress=request.progress)
+        pending = Pending(
+            caller, request.id, b"", server.name, route.tool, progress=request.progress, identity=client
+        )
         if self._routing is not None:  # traced: the span goes with the call
             pending.span, self._routing = self._routing, None
         waiting = WaitingCall(call, request, client, budget, self._clock())
@@ -171,11 +173,13 @@ class Router:
             why = f"{MAX_WAITING} calls already wait for server {server.name!r} ({server.why_unavailable()})"
             self._error(caller, request.id, "OVERLOADED", why)
             return
-        if not self._calls.admit(caller, request.id):
+        if not self._calls.admit(caller, request.id, client):
             self._refused("OVERLOADED", "refused by admission")
             return
         call = self._calls.new_call()
-        pending = Pending(caller, request.id, b"", server.name, request.name, progress=request.progress)
+        pending = Pending(
+            caller, request.id, b"", server.name, request.name, progress=request.progress, identity=client
+        )
         if self._routing is not None:
             pending.span, self._routing = self._routing, None
         self._hold_waiting(server, pending, WaitingCall(call, request, client, budget, self._clock()))
@@ -222,9 +226,9 @@ class Router:
         if not targets:
             self._reply(caller, Listing(id=request.id))
             return
-        if not self._calls.admit(caller, request.id):
+        if not self._calls.admit(caller, request.id, client):
             return
-        gather = Gather(caller, request.id, named=False, waiting=len(targets))
+        gather = Gather(caller, request.id, named=False, waiting=len(targets), identity=client)
         for server, keeper in targets:
             self._fetch(caller, request.id, server, client, request.timeout, method, gather=gather, to=keeper)
 
@@ -349,14 +353,14 @@ class Router:
         """Send one ``Fetch`` to a worker of ``server`` (``to``, or the one it routes ``client`` to);
         answered as calls are. One that is not part of a gathered listing is admitted here (a gather
         was, as a whole); ``named``: a listing of the one server the caller named."""
-        if gather is None and not self._calls.admit(caller, id):
+        if gather is None and not self._calls.admit(caller, id, client):
             return
         if named:
-            gather = Gather(caller, id, named=True, waiting=1)
+            gather = Gather(caller, id, named=True, waiting=1, identity=client)
         budget = server.spec.tool_timeout if timeout is None else timeout
         call = self._calls.new_call()
         what = f"{method} {target}".rstrip()
-        pending = Pending(caller, id, b"", server.name, method, what, gather)
+        pending = Pending(caller, id, b"", server.name, method, what, gather, identity=client)
         fetch = Fetch(call=call, method=method, budget=budget, target=target, prefixed=prefixed)
         fetch.client = client
         if arguments is not None:

@@ -11,14 +11,14 @@ import resource
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
 from supervisor.facade.guard import DESCRIPTORS_KEPT, HEAD_TIMEOUT
-from tests.e2e.facade import HOST_TIMEOUT, HOST_WARNINGS, REPO, facade_argv, http_host, text_of
+from tests.e2e.facade import HOST_TIMEOUT, HOST_WARNINGS, REPO, HttpFacade, facade_argv, http_host, text_of
 from tests.e2e.harness import START_TIMEOUT, SupervisorProcess, poll, stdio_test_server
 
 pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
@@ -108,3 +108,39 @@ async def test_a_request_that_never_finishes_arriving_is_408_and_closed(
                 answer += chunk
     assert answer.startswith(b"HTTP/1.1 408 "), answer
     assert time.monotonic() - started < HEAD_TIMEOUT * 3
+
+
+async def test_a_host_with_many_slow_calls_makes_no_other_host_overloaded(tmp_path: Path) -> None:
+    """Admission counts per host session (maxCallsPerClient), though every host of a facade reaches
+    the supervisor over the facade's one connection."""
+    sup = SupervisorProcess(
+        tmp_path / "sup",
+        {"t": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")},
+        settings={"maxCallsPerClient": 3},
+    )
+    facade = HttpFacade(tmp_path, sup.endpoint, None)
+    try:
+        sup.wait_states()
+        started = [sup.state_dir / f"busy-{i}.started" for i in range(3)]
+        async with (
+            http_host(facade.url, None) as busy,
+            http_host(facade.url, None) as other,
+            trio.open_nursery() as nursery,
+        ):
+            for i in range(3):  # the busy host's bound, all taken by slow calls
+                nursery.start_soon(busy.call_tool, "mcp_t_slow", {"seconds": 60, "tag": f"busy-{i}"})
+            with trio.fail_after(HOST_TIMEOUT):
+                await poll_async(lambda: all(path.exists() for path in started))
+            refused = await busy.call_tool("mcp_t_echo", {"text": "one more"})
+            assert refused.is_error and "OVERLOADED" in text_of(refused)
+            served = await other.call_tool("mcp_t_echo", {"text": "mine"})
+            assert not served.is_error and text_of(served) == "mine"
+            nursery.cancel_scope.cancel()
+    finally:
+        facade.stop()
+        sup.stop()
+
+
+async def poll_async(check: Callable[[], bool]) -> None:
+    while not check():  # noqa: ASYNC110 (files another process writes, polled; the caller bounds it)
+        await trio.sleep(0.05)

@@ -125,6 +125,23 @@ def test_one_client_past_its_bound_is_refused_as_overloaded_while_another_is_not
     assert table.calls.admit(B, 1)
 
 
+def test_each_identity_on_one_connection_has_a_bound_of_its_own() -> None:
+    """A facade serves many host sessions over one connection: one busy host crowds out no other."""
+    table = Table(max_calls_per_client=2)
+    for id in (1, 2):
+        assert table.calls.admit(A, id, "host-1")
+    assert not table.calls.admit(A, 3, "host-1")
+    assert table.calls.admit(A, 4, "host-2")  # another host on the same connection
+    assert [(id, code) for _, id, code, _ in errors(table)] == [(3, "OVERLOADED")]
+    pending = Pending(A, 1, W1, "one", "echo", identity="host-1")
+    call = table.calls.new_call()
+    table.calls.remember(call, pending, 10.0, 0.0)
+    table.calls.end(call, "TIMEOUT", "late")  # its place goes back to host-1, not to another
+    assert table.calls.admit(A, 5, "host-1")
+    assert not table.calls.admit(A, 6, "host-1")
+    assert table.calls.admit(A, 7, "host-2") and not table.calls.admit(A, 8, "host-2")
+
+
 def test_everyone_past_the_in_flight_bound_is_refused_until_a_place_is_released() -> None:
     table = Table(max_calls_in_flight=2)
     first = table.send(A, 1)
