@@ -32,6 +32,7 @@ from supervisor.facade.guard import ACCEPT_BACKLOG
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
+from supervisor.facade.sessions import session_app
 from supervisor.facade.upstream import Upstream
 from supervisor.keys import Keys
 from supervisor.web.address import HostCheck, ListenAddress
@@ -169,9 +170,7 @@ def http_app(
     with ``tokens``."""
     host, port = sock.getsockname()[:2]
     ours = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # SameOrigin does it, everywhere
-    app: ASGIApp = facade.server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, transport_security=ours
-    )
+    app: ASGIApp = session_app(facade.server, MCP_PATH, ours)
     if tokens is not None:
         app = BearerAuth(app, tokens)
     return SameOrigin(app, HostCheck(ListenAddress(host, port), port, allow_hosts))

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 import trio
 
 from supervisor.facade.guard import DESCRIPTORS_KEPT, HEAD_TIMEOUT
+from supervisor.facade.sessions import MAX_SESSIONS
 from tests.e2e.facade import HOST_TIMEOUT, HOST_WARNINGS, REPO, HttpFacade, facade_argv, http_host, text_of
-from tests.e2e.harness import START_TIMEOUT, SupervisorProcess, poll, stdio_test_server
+from tests.e2e.harness import START_TIMEOUT, SupervisorProcess, poll, rss_kb, stdio_test_server
 
 pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
 
@@ -144,3 +146,39 @@ async def test_a_host_with_many_slow_calls_makes_no_other_host_overloaded(tmp_pa
 async def poll_async(check: Callable[[], bool]) -> None:
     while not check():  # noqa: ASYNC110 (files another process writes, polled; the caller bounds it)
         await trio.sleep(0.05)
+
+
+async def test_a_client_that_opens_sessions_and_never_ends_them_locks_no_host_out(
+    facade: tuple[subprocess.Popen[bytes], int, Path],
+) -> None:
+    """Past MAX_SESSIONS, a new session ends the one used longest ago (idle), instead of 503 for every
+    new host until the idle timeout; the ended one's client gets 404 and may start over."""
+    process, port, stderr_path = facade
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "0"},
+        },
+    }
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    opened: list[str] = []
+    async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as http:
+        with trio.fail_after(300):
+            for _ in range(MAX_SESSIONS + 50):
+                response = await http.post(url, headers=headers, json=init)
+                assert response.status_code == 200, response.text
+                opened.append(response.headers["mcp-session-id"])
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            first = await http.post(url, headers={**headers, "Mcp-Session-Id": opened[0]}, json=ping)
+            assert first.status_code == 404  # ended for room
+    async with http_host(url, None) as host:  # a new host gets in
+        assert "mcp_t_echo" in {tool.name for tool in (await host.list_tools()).tools}
+    assert process.poll() is None
+    assert rss_kb(process.pid) < 400 * 1024
+    said = stderr_path.read_text(errors="replace")
+    assert "ended for a new one" in said and said.count("\n") < 80, said[-3000:]

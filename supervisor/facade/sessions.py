@@ -1,0 +1,90 @@
+"""The HTTP facade's host sessions: the SDK's session manager, but no client can lock the others out.
+
+Above: ``supervisor.facade.run.http_app``, which serves ``MCP_PATH`` with ``session_app``. Below: the
+SDK's ``StreamableHTTPSessionManager`` (one transport and server task per ``Mcp-Session-Id``).
+
+The SDK refuses a new session (503) while ``max_sessions`` are open, and forgets an idle one only
+after its idle timeout (30 minutes): a client that opens sessions and never deletes them would lock
+every new host out for that long. Here, when the house is full, the session used longest ago that
+has no request in flight (an open event stream counts as one) is ended to make room: its client, if
+it comes back, gets 404 and starts a new session, as the transport says it must. Only when every
+session is busy is a new one refused. At most ``MAX_SESSIONS`` are open, which bounds the memory a
+flood of sessions can take.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from supervisor.repeats import Repeats
+
+__all__ = ["MAX_SESSIONS", "Sessions", "session_app"]
+
+log = logging.getLogger("mcp_supervisor.facade")
+
+MAX_SESSIONS: Final = 1000  # host sessions open at once (each a transport and a server task)
+
+
+class Sessions(StreamableHTTPSessionManager):
+    """The SDK's session manager; a full house ends the least recently used idle session."""
+
+    def __init__(self, app: Any, **options: Any) -> None:
+        super().__init__(app, **options)
+        self._used: dict[str, None] = {}  # open sessions' ids, least recently used first
+        self._repeats = Repeats(log)
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+        if session_id is not None and session_id in self._used:
+            del self._used[session_id]
+            self._used[session_id] = None  # the most recently used now
+        await super()._handle_stateful_request(scope, receive, send)
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            self._end_least_recently_used()
+        transport = super()._admit_session(requestor)
+        if transport is not None and transport.mcp_session_id is not None:
+            self._used[transport.mcp_session_id] = None
+        return transport
+
+    def _end_least_recently_used(self) -> None:
+        for session_id in self._used:
+            transport = self._server_instances.get(session_id)
+            if transport is None or transport._requests_in_flight:
+                continue
+            del self._used[session_id]
+            self._server_instances.pop(session_id, None)  # its id answers 404 from now on
+            self._session_owners.pop(session_id, None)
+            assert self._task_group is not None
+            self._task_group.start_soon(self._discard_session, session_id, transport)
+            self._repeats.log(
+                "sessions ended for room",
+                logging.WARNING,
+                "%d host sessions open: the one used longest ago was ended for a new one",
+                len(self._server_instances) + 1,
+            )
+            return
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self._used.pop(session_id, None)
+        await super()._discard_session(session_id, transport)
+
+
+def session_app(server: Any, path: str, security: TransportSecuritySettings) -> Starlette:
+    """``server`` (the SDK's low-level server) on streamable HTTP at ``path``, with ``Sessions``."""
+    manager = Sessions(server, security_settings=security, max_sessions=MAX_SESSIONS)
+    return Starlette(
+        routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))],
+        lifespan=lambda app: manager.run(),
+    )
