@@ -11,7 +11,8 @@ protocol. Below: uvicorn's h11 protocol, whose connections these are.
 - A request's head (request line and headers) must arrive whole within ``HEAD_TIMEOUT`` of the
   connection's start (or of the previous response's end), its body within ``BODY_TIMEOUT`` of the
   head: else 408 and the connection is closed.
-- What is refused is counted, and said in one log line a second at most.
+- What is refused is counted, and said in one log line a second at most; so is an accept that fails
+  for want of descriptors all the same (asyncio would log a traceback for each).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = ["ACCEPT_BACKLOG", "BODY_TIMEOUT", "HEAD_TIMEOUT", "connection_cap", "guarded_protocol"]
+__all__ += ["quiet_accept_failures"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
@@ -34,9 +36,9 @@ HEAD_TIMEOUT: Final = 10.0  # seconds for a request's line and headers to arrive
 BODY_TIMEOUT: Final = 30.0  # seconds for its body, from its head
 MAX_CONNECTIONS: Final = 1000  # at most, and never above the descriptor limit less DESCRIPTORS_KEPT
 ACCEPT_BACKLOG: Final = 64  # the listen backlog, and so the most asyncio accepts in one go
-# Descriptors left for the rest: one accepting burst (taken before any can be closed), and the
-# process's own (the supervisor's sockets, logs, pipes: some twenty).
-DESCRIPTORS_KEPT: Final = ACCEPT_BACKLOG + 64
+# Descriptors left for the rest: two accepting bursts (asyncio closes a refused connection's
+# descriptor an iteration later), and the process's own (the supervisor's sockets, logs, pipes).
+DESCRIPTORS_KEPT: Final = 2 * ACCEPT_BACKLOG + 64
 
 
 def connection_cap(limit: int = MAX_CONNECTIONS) -> int:
@@ -45,6 +47,29 @@ def connection_cap(limit: int = MAX_CONNECTIONS) -> int:
     if soft == resource.RLIM_INFINITY:
         return limit
     return max(1, min(limit, soft - DESCRIPTORS_KEPT))
+
+
+class _AcceptFailures(logging.Filter):
+    """asyncio logs every accept that fails for want of descriptors with a traceback (a flood of
+    connections wrote megabytes of them): counted here instead, in a line a second at most."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._repeats = Repeats(log)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("socket.accept() out of system resource"):
+            return True
+        said = "out of descriptors: new connections wait (asyncio retries accepting in 1 s)"
+        self._repeats.log("accepts failed", logging.WARNING, said)
+        return False
+
+
+def quiet_accept_failures() -> None:
+    """Count asyncio's failed accepts (EMFILE) in the facade's log instead of a traceback each."""
+    logger = logging.getLogger("asyncio")
+    if not any(isinstance(f, _AcceptFailures) for f in logger.filters):
+        logger.addFilter(_AcceptFailures())
 
 
 def guarded_protocol(max_connections: int) -> type[H11Protocol]:

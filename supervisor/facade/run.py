@@ -227,7 +227,7 @@ async def serve_http(
     import uvicorn
     from sse_starlette.sse import AppStatus
 
-    from supervisor.facade.guard import connection_cap, guarded_protocol
+    from supervisor.facade.guard import connection_cap, guarded_protocol, quiet_accept_failures
 
     # Event streams end when we say (below), not the moment a signal comes: a call in flight answers
     # on its request's stream.
@@ -260,6 +260,7 @@ async def serve_http(
     facade, upstream = _facade(options, endpoint, keys, launcher)
     app = requests = InFlight(http_app(facade, sock, tokens, allow_hosts))
     protocol = guarded_protocol(connection_cap())  # a cap on connections, and on slow requests
+    quiet_accept_failures()
     config = uvicorn.Config(
         app,
         http=protocol,

@@ -89,7 +89,7 @@ async def test_hosts_are_served_while_hundreds_of_connections_trickle_their_head
             assert text_of(await host.call_tool("mcp_t_echo", {"text": "served"})) == "served"
         assert process.poll() is None
         said = stderr_path.read_text(errors="replace")
-        assert "Too many open files" not in said and "Traceback" not in said, said[-3000:]
+        assert "Traceback" not in said, said[-3000:]  # no traceback per failed accept, if any fails
         assert said.count("\n") < 50, said[-3000:]  # counted, a line a second at most
         assert f"{DESCRIPTORS - DESCRIPTORS_KEPT} connections" in said
     finally:
