@@ -151,6 +151,9 @@ class Upstream:
                     self._first.set()
                     if heard_before:
                         await self._changed(Change(tools=True, catalog=True))
+                    # Joined only now, so the host's first listing does not wait for a beacon: a change
+                    # made meanwhile shows in the registry's version, which every beacon carries.
+                    await watch.join()
                     await self._follow(client, watch)
                 except SupervisorError as exc:  # a listing it did not answer: as good as gone
                     self.why = f"the supervisor did not answer ({exc})"
@@ -160,8 +163,8 @@ class Upstream:
             log.warning("lost the supervisor: %s; dialling again", self.why)
 
     async def _dial(self, stack: AsyncExitStack) -> tuple[AsyncSupervisorClient, AsyncEventWatch]:
-        """A client that answered a ping and a live event subscription, trying until there is one (and,
-        with a launcher, starting a supervisor when none answers)."""
+        """A client that answered a ping and an event subscription (joined by the caller), trying until
+        there is one (and, with a launcher, starting a supervisor when none answers)."""
         delay = DIAL_RETRY_MIN
         while True:
             try:
@@ -175,8 +178,7 @@ class Upstream:
                         await client.events_endpoint(), keys=False if client.keys is None else client.keys
                     )
                     attempt.callback(watch.close)
-                    await watch.join()
-                    stack.push_async_exit(attempt.pop_all())
+                    stack.push_async_exit(attempt.pop_all())  # joined after the first listing
                     return client, watch
             except SupervisorError as exc:
                 self.why = f"no supervisor answers at {self.endpoint or resolve_endpoint()}: {exc}"

@@ -110,7 +110,7 @@ async def measure(count: int, repeat: int, calls: int) -> list[dict[str, Any]]:
                 samples["stdio facade"].append(
                     await first_contact(facade_params(endpoint), per_server * count)
                 )
-                samples["direct"].append(await first_contact(direct_params(), per_server))
+                samples["direct"].append(await first_contact(direct_params(), 0))  # its own, all of them
             lost = await calls_through_a_kill(facade_params(endpoint), endpoint, calls)
         finally:
             stop_supervisor(proc, problems)
