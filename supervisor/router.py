@@ -134,20 +134,31 @@ class Router:
             else:
                 self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
             return
-        if not self._calls.admit(caller, request.id, client):
-            self._refused("OVERLOADED", "refused by admission")
+        admitted = self._admit(caller, request, server, client, budget)
+        if admitted is None:
             return
-        call = self._calls.new_call()
-        pending = Pending(
-            caller, request.id, b"", server.name, route.tool, progress=request.progress, identity=client
-        )
-        if self._routing is not None:  # traced: the span goes with the call
-            pending.span, self._routing = self._routing, None
-        waiting = WaitingCall(call, request, client, budget, self._clock())
+        pending, waiting = admitted
+        pending.tool = route.tool
         if route.repeatable and server.spec.retry_idempotent:
             pending.retry = waiting  # its worker's death sends it to the new one (``requeue``)
         payload = self._invoke(waiting, server.name, route.tool, budget, pending)
-        self._dispatch(server, client, call, payload, pending, budget, waiting=waiting)
+        self._dispatch(server, client, waiting.call, payload, pending, budget, waiting=waiting)
+
+    def _admit(
+        self, caller: bytes, request: CallTool, server: Server, client: str, budget: float
+    ) -> tuple[Pending, WaitingCall] | None:
+        """A tool call admitted (None, and the caller answered OVERLOADED, past a bound): its pending
+        entry (with the span being routed, while tracing) and what it takes to send it later."""
+        if not self._calls.admit(caller, request.id, client):
+            self._refused("OVERLOADED", "refused by admission")
+            return None
+        call = self._calls.new_call()
+        pending = Pending(
+            caller, request.id, b"", server.name, request.name, progress=request.progress, identity=client
+        )
+        if self._routing is not None:  # traced: the span goes with the call
+            pending.span, self._routing = self._routing, None
+        return pending, WaitingCall(call, request, client, budget, self._clock())
 
     def _invoke(self, entry: WaitingCall, server: str, tool: str, budget: float, pending: Pending) -> bytes:
         """The encoded ``Invoke`` of a call to ``server``'s ``tool``; while tracing, its span's
@@ -173,16 +184,9 @@ class Router:
             why = f"{MAX_WAITING} calls already wait for server {server.name!r} ({server.why_unavailable()})"
             self._error(caller, request.id, "OVERLOADED", why)
             return
-        if not self._calls.admit(caller, request.id, client):
-            self._refused("OVERLOADED", "refused by admission")
-            return
-        call = self._calls.new_call()
-        pending = Pending(
-            caller, request.id, b"", server.name, request.name, progress=request.progress, identity=client
-        )
-        if self._routing is not None:
-            pending.span, self._routing = self._routing, None
-        self._hold_waiting(server, pending, WaitingCall(call, request, client, budget, self._clock()))
+        admitted = self._admit(caller, request, server, client, budget)
+        if admitted is not None:
+            self._hold_waiting(server, *admitted)
 
     def _hold_waiting(self, server: Server, pending: Pending, waiting: WaitingCall) -> None:
         pending.worker = WaitingRoom.worker_of(server.name)
