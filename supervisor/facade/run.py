@@ -29,10 +29,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
 from supervisor.facade.guard import ACCEPT_BACKLOG
+from supervisor.facade.host_sessions import session_app
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
-from supervisor.facade.sessions import session_app
 from supervisor.facade.upstream import Upstream
 from supervisor.keys import Keys
 from supervisor.web.address import HostCheck, ListenAddress

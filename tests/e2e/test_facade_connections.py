@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from supervisor.facade.guard import DESCRIPTORS_KEPT, HEAD_TIMEOUT
-from supervisor.facade.sessions import MAX_SESSIONS
+from supervisor.facade.host_sessions import MAX_SESSIONS
 from tests.e2e.facade import HOST_TIMEOUT, HOST_WARNINGS, REPO, HttpFacade, facade_argv, http_host, text_of
 from tests.e2e.harness import START_TIMEOUT, SupervisorProcess, poll, rss_kb, stdio_test_server
 
