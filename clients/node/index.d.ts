@@ -159,8 +159,9 @@ export class SupervisorClient {
   constructor(options?: ClientOptions);
   readonly endpoint: string;
   readonly identity: string;
-  listTools(): Promise<ToolInfo[]>;
-  listToolsVersioned(): Promise<{ tools: ToolInfo[]; version: number }>;
+  /** With `wait` (seconds): once every server's first start is over, or after `wait` at most. */
+  listTools(options?: { wait?: number }): Promise<ToolInfo[]>;
+  listToolsVersioned(options?: { wait?: number }): Promise<{ tools: ToolInfo[]; version: number; starting: string[] }>;
   callTool(name: string, args?: Record<string, unknown>, options?: CallOptions): Promise<ToolResult>;
   status(): Promise<Status>;
   ping(): Promise<void>;

@@ -29,6 +29,7 @@ export const REQUEST_TIMEOUT = 10;
 
 const MAX_ID = 2 ** 53 - 1;
 const MAX_TIMER = 2 ** 31 - 1; // milliseconds: setTimeout's largest delay
+const MAX_LIST_WAIT = 300; // seconds a ListTools may wait for the servers' first starts (the supervisor cuts it)
 
 /** @param {unknown} value */
 function positiveSeconds(value, what) {
@@ -73,17 +74,32 @@ export class SupervisorClient {
     this._streams = new Set();
   }
 
-  /** Every tool in the registry. */
-  async listTools() {
-    return (await this.listToolsVersioned()).tools;
+  /**
+   * Every tool in the registry; with `wait` (seconds), once every server's first start is over (a
+   * supervisor just started answers with every ready server's tools), or after `wait` at most.
+   * @param {{ wait?: number }} [options]
+   */
+  async listTools(options = {}) {
+    return (await this.listToolsVersioned(options)).tools;
   }
 
-  /** Every tool in the registry, and the registry's version they are at. */
-  async listToolsVersioned() {
-    return this._request({ type: "ListTools" }, "ToolList", (m) => ({
+  /**
+   * Every tool in the registry, the registry's version they are at, and the servers still starting
+   * for the first time; `wait` as for `listTools`.
+   * @param {{ wait?: number }} [options]
+   */
+  async listToolsVersioned(options = {}) {
+    const wait = options.wait ?? 0;
+    if (typeof wait !== "number" || !Number.isFinite(wait) || wait < 0) {
+      throw new TypeError(`wait must be a number of seconds, 0 or more, got ${String(wait)}`);
+    }
+    const fields = wait > 0 ? { type: "ListTools", wait } : { type: "ListTools" };
+    const waiting = wait > 0 ? { wait: Math.min(wait, MAX_LIST_WAIT) + this.requestTimeout } : {};
+    return this._request(fields, "ToolList", (m) => ({
       tools: Array.isArray(m.tools) ? m.tools.filter(isMap).map(toolInfo) : [],
       version: m.version ?? 0,
-    }));
+      starting: Array.isArray(m.starting) ? m.starting.filter((name) => typeof name === "string") : [],
+    }), waiting);
   }
 
   /**

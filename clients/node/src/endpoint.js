@@ -5,6 +5,21 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 
+const RUN_USER = "/run/user"; // each user's runtime directory, made by the login manager
+
+/**
+ * @param {string} path
+ * @param {number} uid
+ */
+function ownDirectory(path, uid) {
+  try {
+    const info = statSync(path);
+    return info.isDirectory() && info.uid === uid;
+  } catch {
+    return false;
+  }
+}
+
 /** @param {string | undefined} path */
 function isDirectory(path) {
   try {
@@ -38,6 +53,10 @@ export function defaultEndpoint(given, env = process.env) {
   const runtime = env.XDG_RUNTIME_DIR;
   if (isDirectory(runtime)) return `ipc://${join(/** @type {string} */ (runtime), "mcp-supervisor", "supervisor.sock")}`;
   const uid = typeof process.getuid === "function" ? process.getuid() : 0;
+  // Without XDG_RUNTIME_DIR (a process an MCP host started), the login manager's directory stands
+  // for it when it exists and is ours: the supervisor of the user's session is found there.
+  const login = join(RUN_USER, String(uid));
+  if (ownDirectory(login, uid)) return `ipc://${join(login, "mcp-supervisor", "supervisor.sock")}`;
   return `ipc://${join(tempDir(env), `mcp-supervisor-${uid}`, "supervisor.sock")}`;
 }
 

@@ -34,6 +34,15 @@ test("listTools gives the registry's tools with their defaults filled in", async
   assert.ok(tools.every((t) => /^mcp_[A-Za-z0-9_-]{1,60}$/.test(t.name)));
 });
 
+test("listTools with wait answers once the servers' first starts are over, and says who still starts", async () => {
+  const { tools, starting } = await within(20, "ListTools wait", client.listToolsVersioned({ wait: 10 }));
+  assert.ok(tools.some((t) => t.name === "mcp_test_echo"));
+  assert.deepEqual(starting, []); // every server of this supervisor is ready
+  for (const wait of [-1, Number.NaN, Infinity, "5"]) {
+    await assert.rejects(client.listTools({ wait }), TypeError);
+  }
+});
+
 test("callTool returns the tool's result", async () => {
   const result = await within(10, "echo", client.callTool("mcp_test_echo", { text: "héllo ✓" }, { timeout: 5 }));
   assert.deepEqual(result.content, [{ type: "text", text: "héllo ✓" }]);

@@ -16,6 +16,7 @@ export async function agent(question: string): Promise<string> {
   const sup = new SupervisorClient({ endpoint: defaultEndpoint(), identity: "agent-ts", requestTimeout: 5 });
   try {
     const tools: ToolInfo[] = await sup.listTools();
+    const { starting }: { starting: string[] } = await sup.listToolsVersioned({ wait: 30 });
     const names: string[] = tools.map((tool) => `${tool.server}/${tool.originalName}`);
     const controller = new AbortController();
     const result: ToolResult = await sup.callTool(
