@@ -568,19 +568,21 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 POST = {**AUTH, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
 async def open_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
     """Headers for requests in a new, initialized session of the facade."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-    response = await http.post(url, headers=POST, json=init)
+    response = await http.post(url, headers=POST, json=INITIALIZE)
     assert response.status_code == 200, response.text
     headers = {**POST, "Mcp-Session-Id": response.headers["mcp-session-id"], "Mcp-Protocol-Version": PROTOCOL}
     done = await http.post(
@@ -692,21 +694,11 @@ async def test_a_foreign_host_or_origin_is_refused_on_every_address_even_without
     )
     try:
         url, port = facade.url, facade.url.split(":")[2].split("/")[0]
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "x", "version": "0"},
-            },
-        }
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as http:
             with trio.fail_after(HOST_TIMEOUT):
                 statuses = {
-                    what: (await http.post(url, headers={**headers, **extra}, json=init)).status_code
+                    what: (await http.post(url, headers={**headers, **extra}, json=INITIALIZE)).status_code
                     for what, extra in {
                         "foreign Host": {"Host": f"evil.example:{port}"},
                         "foreign Origin": {"Origin": "http://evil.example"},
