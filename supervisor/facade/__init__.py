@@ -4,6 +4,6 @@
 ``mcp-supervisor serve --http HOST:PORT`` over streamable HTTP. Modules: ``server`` (the MCP server
 and how calls map), ``resources`` (resources and prompts), ``views`` (which tools a facade shows, and
 the registry search), ``upstream`` (the link to the supervisor, and reconnection), ``launch``
-(starting a supervisor when none answers), ``run`` (the transports), ``hosts`` (config entries for
-MCP hosts).
+(starting a supervisor when none answers), ``run`` (the transports), ``handshake`` (the stdio host's
+first request, answered before the SDK is loaded), ``hosts`` (config entries for MCP hosts).
 """

@@ -4,7 +4,9 @@ None has ``--json``: ``mcp`` and ``serve`` are servers (their output is the MCP 
 and ``host-config`` prints the entry to paste into a host's config (JSON already, for most hosts).
 
 Above: ``supervisor.cli``, which parses their arguments. Below: ``supervisor.facade.run`` (loaded
-only when a facade runs: the SDK's server side is not loaded by the other commands).
+only when a facade runs: the SDK's server side is not loaded by the other commands); for ``mcp``,
+first ``supervisor.facade.handshake``, which answers the host's first request before the SDK is
+loaded. So ``mcp`` checks its arguments with nothing loaded that its first answer does not need.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import TYPE_CHECKING, Final
 from supervisor.exit_codes import CliError, ExitCode
 from supervisor.facade.hosts import Launch, entry, where
 from supervisor.paths import log_beside, resolve_endpoint
-from supervisor.protocol import MAX_LIST_WAIT
 
 if TYPE_CHECKING:
     from supervisor.facade.launch import Launcher
@@ -31,18 +32,26 @@ __all__ = ["TOKEN_ENV", "cmd_host_config", "cmd_mcp", "cmd_serve", "parse_listen
 TOKEN_ENV: Final = "MCP_SUPERVISOR_TOKEN"  # bearer tokens for `serve --http`, comma-separated
 
 
-def _options(args: argparse.Namespace) -> FacadeOptions:
-    from supervisor.facade.server import FacadeOptions
-    from supervisor.facade.views import View
+def _check(args: argparse.Namespace) -> None:
+    """The options' values, checked before the facade reads or loads anything."""
+    from supervisor.protocol import MAX_LIST_WAIT
 
-    servers = frozenset(s.strip() for s in args.servers.split(",") if s.strip()) if args.servers else None
-    globs = tuple(g.strip() for value in args.tools or () for g in value.split(",") if g.strip())
     if args.timeout is not None and not args.timeout > 0:
         raise CliError(f"--timeout must be a positive number of seconds, not {args.timeout}", ExitCode.USAGE)
     if not 0 <= args.list_wait <= MAX_LIST_WAIT:
         raise CliError(
             f"--list-wait must be 0 to {MAX_LIST_WAIT:g} seconds, not {args.list_wait}", ExitCode.USAGE
         )
+    if args.config and not Path(args.config).expanduser().is_file():
+        raise CliError(f"--config {args.config}: no such file", ExitCode.USAGE)
+
+
+def _options(args: argparse.Namespace) -> FacadeOptions:
+    from supervisor.facade.server import FacadeOptions
+    from supervisor.facade.views import View
+
+    servers = frozenset(s.strip() for s in args.servers.split(",") if s.strip()) if args.servers else None
+    globs = tuple(g.strip() for value in args.tools or () for g in value.split(",") if g.strip())
     view = View(servers=servers, tools=globs)
     return FacadeOptions(view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait)
 
@@ -53,8 +62,6 @@ def _launcher(args: argparse.Namespace) -> Launcher | None:
     from supervisor.facade.launch import Launcher
 
     config = Path(args.config).expanduser()
-    if not config.is_file():
-        raise CliError(f"--config {args.config}: no such file", ExitCode.USAGE)
     log_path = log_beside(resolve_endpoint(args.endpoint))
     return Launcher(config, endpoint=args.endpoint, keys=args.keys, log_path=log_path)
 
@@ -65,15 +72,26 @@ def _logging(level: str) -> None:
     )
 
 
+def _load_stdio() -> None:
+    """What serving stdio loads: the SDK, trio, the client stub (while waiting for the host's first line)."""
+    import supervisor.facade.run  # noqa: F401
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve the registry as an MCP server on stdin/stdout, until the host closes stdin."""
+    """Serve the registry as an MCP server on stdin/stdout, until the host closes stdin. The host's
+    first request is answered before the SDK is loaded (``supervisor.facade.handshake``)."""
+    from supervisor.facade.handshake import first_answer
+
+    _logging(args.log_level)
+    _check(args)
+    opening = first_answer(_load_stdio)
+
     import anyio
 
     from supervisor.facade.run import serve_stdio
 
-    _logging(args.log_level)
     options, launcher = _options(args), _launcher(args)
-    anyio.run(serve_stdio, options, args.endpoint, args.keys, launcher, backend="trio")
+    anyio.run(serve_stdio, options, args.endpoint, args.keys, launcher, opening, backend="trio")
     return 0
 
 
@@ -113,6 +131,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _logging(args.log_level)
     host, port = parse_listen(args.http)
+    _check(args)
     options, launcher, tokens = _options(args), _launcher(args), _tokens(args)
     try:
         sock = bind(host, port)

@@ -13,6 +13,10 @@ A host that does not read its answers is held back: past ``MAX_UNANSWERED`` requ
 facade stops reading (``Unanswered``), so its memory is bounded whatever the host sends; a host that
 closes its end of stdout is gone, and what is written after is dropped (``LineWriter``).
 
+What the facade read of stdin before (``supervisor.facade.handshake``: the host's first line, which it
+may have answered) is read again first; the SDK's answer to a request answered there is dropped
+(``Answers``), once compared with the one the host got.
+
 A line longer than ``MAX_LINE`` is dropped with a warning (the host gets no answer to it; it could
 never be one message the facade serves), and the reading goes on at the next line.
 
@@ -40,6 +44,7 @@ import trio.lowlevel
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from supervisor.facade.handshake import Answered
 from supervisor.repeats import Repeats
 
 __all__ = [
@@ -65,11 +70,12 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"|[][{}:,]|[^][{}:,\s"]++')
 
 
 class LineReader:
-    """Lines (decoded as UTF-8, bad bytes replaced) from a pipe, as ``async for line in reader``."""
+    """Lines (decoded as UTF-8, bad bytes replaced) from a pipe, as ``async for line in reader``; the
+    bytes ``read`` before come first."""
 
-    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+    def __init__(self, stream: trio.lowlevel.FdStream, read: bytes = b"") -> None:
         self._stream = stream
-        self._buffer = bytearray()
+        self._buffer = bytearray(read)
         self._scanned = 0  # bytes of the buffer known to hold no newline
         self._dropping = False  # inside a line past MAX_LINE: skip to its end
 
@@ -126,9 +132,9 @@ class LineWriter:
 
 
 @contextmanager
-def claimed_stdio() -> Iterator[tuple[LineReader, LineWriter]]:
-    """The protocol's stdin and stdout, on private fds; fd 0 reads ``/dev/null`` and fd 1 writes to
-    stderr meanwhile."""
+def claimed_stdio(read: bytes = b"") -> Iterator[tuple[LineReader, LineWriter]]:
+    """The protocol's stdin (after the bytes ``read`` of it before) and stdout, on private fds; fd 0
+    reads ``/dev/null`` and fd 1 writes to stderr meanwhile."""
     wire_in, wire_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     try:
@@ -138,7 +144,7 @@ def claimed_stdio() -> Iterator[tuple[LineReader, LineWriter]]:
         os.close(null)
     stdin, stdout = trio.lowlevel.FdStream(wire_in), trio.lowlevel.FdStream(wire_out)
     try:
-        yield LineReader(stdin), LineWriter(stdout)
+        yield LineReader(stdin, read), LineWriter(stdout)
     finally:
         os.dup2(wire_in, 0)
         os.dup2(wire_out, 1)
@@ -188,17 +194,31 @@ class Unanswered:
 
 
 class Answers:
-    """The server's side of the stdout stream: each answer counted off ``Unanswered`` once written."""
+    """The server's side of the stdout stream: each answer counted off ``Unanswered`` once written; the
+    SDK's answer to a request ``answered`` before it was loaded is dropped (the host has one)."""
 
-    def __init__(self, inner: anyio.abc.ObjectSendStream[SessionMessage], unanswered: Unanswered) -> None:
+    def __init__(
+        self,
+        inner: anyio.abc.ObjectSendStream[SessionMessage],
+        unanswered: Unanswered,
+        answered: Answered | None = None,
+    ) -> None:
         self._inner = inner
         self._unanswered = unanswered
+        self._answered = answered
 
     async def send(self, item: SessionMessage) -> None:
-        await self._inner.send(item)
         message = item.message
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
-            self._unanswered.done(message.id)
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError) or message.id is None:
+            await self._inner.send(item)
+            return
+        answered = self._answered
+        if answered is not None and answered.id == message.id:
+            self._answered = None
+            _compare(answered, message)  # the host has its answer already
+        else:
+            await self._inner.send(item)
+        self._unanswered.done(message.id)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -208,6 +228,21 @@ class Answers:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _compare(answered: Answered, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
+    """Warn if the SDK answers a request otherwise than the facade did before it was loaded."""
+    sdk = json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
+    if sdk == answered.response:
+        log.debug("the SDK answers %s as the facade did", answered.method)
+    else:
+        log.warning(
+            "the facade answered %s before loading the SDK otherwise than the SDK does: %.500s "
+            "(the SDK: %.500s)",
+            answered.method,
+            json.dumps(answered.response),
+            json.dumps(sdk),
+        )
 
 
 # ------------------------------------------------------------ lines the SDK cannot read

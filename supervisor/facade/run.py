@@ -29,6 +29,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
 from supervisor.facade.guard import ACCEPT_BACKLOG
+from supervisor.facade.handshake import Opening
 from supervisor.facade.host_sessions import session_app
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
@@ -63,16 +64,22 @@ def _facade(
 
 
 async def serve_stdio(
-    options: FacadeOptions, endpoint: str | None, keys: Keys = None, launcher: Launcher | None = None
+    options: FacadeOptions,
+    endpoint: str | None,
+    keys: Keys = None,
+    launcher: Launcher | None = None,
+    opening: Opening | None = None,
 ) -> None:
-    """Serve one host on this process's stdin and stdout until it closes stdin."""
+    """Serve one host on this process's stdin and stdout until it closes stdin; ``opening``: what was
+    read of stdin before, and answered (``supervisor.facade.handshake``)."""
     from mcp.server.stdio import stdio_server
 
+    opening = opening or Opening()
     facade, upstream = _facade(options, endpoint, keys, launcher)
     async with anyio.create_task_group() as tasks:
         await tasks.start(facade.tell_hosts)
         await tasks.start(upstream.run)
-        with claimed_stdio() as (stdin, stdout):  # trio's own pipes: no thread per line (see pipes)
+        with claimed_stdio(opening.read) as (stdin, stdout):  # trio's own pipes: no thread per line (pipes)
             async with (
                 stdio_server(cast(Any, stdin), cast(Any, stdout)) as (read_stream, write_stream),
                 anyio.create_task_group() as lines,
@@ -80,7 +87,7 @@ async def serve_stdio(
                 to_server, messages = anyio.create_memory_object_stream[SessionMessage | Exception](0)
                 unanswered = Unanswered()
                 lines.start_soon(sift, read_stream, to_server, write_stream, unanswered)
-                answers = Answers(write_stream, unanswered)
+                answers = Answers(write_stream, unanswered, opening.answered)
                 await facade.server.run(messages, answers, facade.initialization_options())
                 lines.cancel_scope.cancel()
         log.info("the host closed the connection")

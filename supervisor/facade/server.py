@@ -49,6 +49,7 @@ from supervisor import __version__
 from supervisor.client import AsyncSupervisorClient
 from supervisor.errors import SupervisorError
 from supervisor.facade.callers import Hosts
+from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
 from supervisor.facade.resources import Catalog, complete, listable, refusal
 from supervisor.facade.upstream import Change, SupervisorGone, Upstream
 from supervisor.facade.views import SearchIndex, View
@@ -71,15 +72,10 @@ _CACHED: Final[tuple[CacheableMethod, ...]] = (
 )
 JSONRPC_ERRORS: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
 
-INSTRUCTIONS = (
-    "Tools of every MCP server that mcp-supervisor runs, each in its own supervised process, named "
-    "mcp_{server}_{tool}. A result with isError whose text starts with UNAVAILABLE, TIMEOUT or "
-    "WORKER_CRASHED is about the server, not the arguments: it is being restarted; try again later."
-)
-
 
 class _FacadeServer(Server[Any]):
     """The SDK's low-level server, saying by default that its lists change (they do, and hosts are told).
+    Its capabilities are those the stdio facade's first answer declares (``supervisor.facade.handshake``).
 
     The streamable HTTP transport asks ``create_initialization_options()`` with no arguments, so the
     default is where a handshake-era host over HTTP learns it."""
@@ -124,10 +120,11 @@ class Facade:
         self._warned: set[str] = set()  # tools left out of a listing that were warned about
         self._index: tuple[int, SearchIndex] | None = None
         self._catalog = Catalog(options.view, self._client, self._hosts)
+        # Named and described as the stdio facade's first answer says (before the SDK is loaded).
         self.server: Server[Any] = _FacadeServer(
-            "mcp-supervisor",
+            SERVER_NAME,
             version=__version__,
-            title="mcp-supervisor",
+            title=SERVER_NAME,
             instructions=INSTRUCTIONS,
             # Never fresh for long: the registry changes when servers restart (hosts are told, too).
             cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in _CACHED},

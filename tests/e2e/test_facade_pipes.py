@@ -55,7 +55,10 @@ def start_facade(sup: SupervisorProcess, stderr: IO[bytes]) -> subprocess.Popen[
     process.stdin.write(line({"id": 0, "method": "initialize", "params": init}))
     process.stdin.write(line({"method": "notifications/initialized"}))
     process.stdin.flush()
-    assert json.loads(process.stdout.readline())["id"] == 0
+    assert json.loads(process.stdout.readline())["id"] == 0  # answered before the SDK is loaded ...
+    process.stdin.write(line({"id": "up", "method": "tools/list"}))
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == "up"  # ... and this by the SDK: all loaded
     return process
 
 
