@@ -6,11 +6,16 @@
 codes: the table of ``supervisor.exit_codes``, which ``--help`` shows. With ``--json`` a failure (a
 usage error too) is printed as the command's JSON document (``supervisor.cli_output``); without it,
 as one line on stderr.
+
+A command's module is loaded when that command runs, not to parse the arguments: the parser loads
+no client stub, no ZeroMQ, no trio and no MCP SDK, so ``mcp`` (which a host starts, and waits for)
+loads only what its first answer needs (``supervisor.facade.handshake``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -18,37 +23,32 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-import zmq
-
 from supervisor import __version__
 from supervisor.cli_output import print_failure
-from supervisor.commands import (
-    EXIT_ERROR,
-    EXIT_USAGE,
-    CliError,
-    cmd_call,
-    cmd_events,
-    cmd_keygen,
-    cmd_operate,
-    cmd_prompt,
-    cmd_prompts,
-    cmd_read,
-    cmd_reload,
-    cmd_resource_templates,
-    cmd_resources,
-    cmd_status,
-    cmd_tools,
-    cmd_wait,
-)
-from supervisor.daemon_commands import add_daemon_parsers
-from supervisor.errors import SupervisorError
-from supervisor.exit_codes import ExitCode, exit_code_for, exit_codes_help
+from supervisor.exit_codes import CliError, ExitCode, exit_code_for, exit_codes_help
 from supervisor.facade.commands import TOKEN_ENV, cmd_host_config, cmd_mcp, cmd_serve
 from supervisor.facade.hosts import HOSTS
-from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV
-from supervisor.paths import ENDPOINT_ENV, resolve_endpoint
+from supervisor.paths import DEFAULT_KEY_DIR, ENDPOINT_ENV, KEYS_ENV, resolve_endpoint
 
 __all__ = ["build_parser", "main"]
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _later(module: str, name: str) -> Command:
+    """The command ``name`` of ``module``, which is loaded when the command runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        command: Command = getattr(importlib.import_module(module), name)
+        return command(args)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def _command(name: str) -> Command:
+    """A ``cmd_*`` function of ``supervisor.commands`` (the client stub's commands)."""
+    return _later("supervisor.commands", name)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -69,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             tracing=args.tracing,
         )
     except daemon.StartError as exc:
-        raise CliError(str(exc), EXIT_USAGE if exc.usage else EXIT_ERROR) from exc
+        raise CliError(str(exc), ExitCode.USAGE if exc.usage else ExitCode.FAILED) from exc
     return 0
 
 
@@ -184,16 +184,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="only a client key pair, for a client on another machine or account",
     )
     keys.add_argument("--json", action="store_true", help="the directory and each file as JSON")
-    keys.set_defaults(func=cmd_keygen)
+    keys.set_defaults(func=_command("cmd_keygen"))
 
     wait = sub.add_parser("wait", parents=[common], help="return when every enabled server is ready")
     wait.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
     wait.add_argument("--json", action="store_true", help="each server's state as JSON")
-    wait.set_defaults(func=cmd_wait)
+    wait.set_defaults(func=_command("cmd_wait"))
 
     tools = sub.add_parser("tools", parents=[common], help="list every tool in the registry")
     tools.add_argument("--json", action="store_true", help="a JSON array instead of a table")
-    tools.set_defaults(func=cmd_tools)
+    tools.set_defaults(func=_command("cmd_tools"))
 
     call = sub.add_parser("call", parents=[common], help="call a tool and print its text result")
     call.add_argument("name", help="the prefixed tool name, e.g. mcp_time_get_current_time")
@@ -210,11 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         help="print the server's progress notifications on stderr (default: when stderr is a terminal)",
     )
-    call.set_defaults(func=cmd_call)
+    call.set_defaults(func=_command("cmd_call"))
 
     status = sub.add_parser("status", parents=[common], help="one row per server")
     status.add_argument("--json", action="store_true", help="a JSON array instead of a table")
-    status.set_defaults(func=cmd_status)
+    status.set_defaults(func=_command("cmd_status"))
 
     events = sub.add_parser(
         "events",
@@ -223,11 +223,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.add_argument("--count", type=int, default=0, help="exit after this many events (default: never)")
-    events.set_defaults(func=cmd_events)
+    events.set_defaults(func=_command("cmd_events"))
     listings: tuple[tuple[str, Callable[[argparse.Namespace], int], str], ...] = (
-        ("resources", cmd_resources, "list resources (of every ready server, or of SERVER)"),
-        ("resource-templates", cmd_resource_templates, "list resource templates (URIs to read with 'read')"),
-        ("prompts", cmd_prompts, "list prompts under their prefixed names (mcp_{server}_{prompt})"),
+        ("resources", _command("cmd_resources"), "list resources (of every ready server, or of SERVER)"),
+        (
+            "resource-templates",
+            _command("cmd_resource_templates"),
+            "list resource templates (URIs to read with 'read')",
+        ),
+        (
+            "prompts",
+            _command("cmd_prompts"),
+            "list prompts under their prefixed names (mcp_{server}_{prompt})",
+        ),
     )
     for name, func, text in listings:
         listing = sub.add_parser(
@@ -254,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("uri", metavar="URI", help="the resource's URI, e.g. file:///notes/todo.md")
     read.add_argument("--timeout", type=float, help="seconds (default: the server's toolTimeout)")
     read.add_argument("--json", action="store_true", help="print every content item as JSON")
-    read.set_defaults(func=cmd_read)
+    read.set_defaults(func=_command("cmd_read"))
 
     prompt = sub.add_parser(
         "prompt",
@@ -270,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--server", help="NAME is this server's own prompt name, not a prefixed one")
     prompt.add_argument("--timeout", type=float, help="seconds (default: the server's toolTimeout)")
     prompt.add_argument("--json", action="store_true", help="print the description and messages as JSON")
-    prompt.set_defaults(func=cmd_prompt)
+    prompt.set_defaults(func=_command("cmd_prompt"))
 
     for name, text in (
         ("restart", "restart one server's worker (also starts a stopped or failed one); counters reset"),
@@ -282,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         operate.add_argument(
             "--json", action="store_true", help='{"server", "action", "state"}: its state once acted on'
         )
-        operate.set_defaults(func=cmd_operate)
+        operate.set_defaults(func=_command("cmd_operate"))
 
     reload = sub.add_parser(
         "reload",
@@ -293,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
         "A file with any problem is rejected as a whole (exit code 2) and nothing changes.",
     )
     reload.add_argument("--json", action="store_true", help="print the summary as JSON")
-    reload.set_defaults(func=cmd_reload)
+    reload.set_defaults(func=_command("cmd_reload"))
+    from supervisor.daemon_commands import add_daemon_parsers
+
     add_daemon_parsers(sub, common)
     _login_parsers(sub, common)
     _facade_parsers(sub, common)
@@ -303,8 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _login_parsers(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    from supervisor.login import cmd_login, cmd_logout
-
+    cmd_login, cmd_logout = _later("supervisor.login", "cmd_login"), _later("supervisor.login", "cmd_logout")
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("server", help='a remote server with "oauth" in the config')
     config.add_argument(
@@ -470,14 +479,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print_failure(as_json, exc.error, str(exc), f"mcp-supervisor: error: {exc}")
         return exc.code
-    except SupervisorError as exc:  # UNREACHABLE and UNAUTHENTICATED too
-        print_failure(as_json, exc.code, exc.message, f"mcp-supervisor: {exc}")
-        return exit_code_for(exc.code)
-    except (ValueError, zmq.ZMQError) as exc:
-        print_failure(as_json, ExitCode.USAGE.name, str(exc), f"mcp-supervisor: error: {exc}")
-        return ExitCode.USAGE
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except BrokenPipeError:  # stdout's reader went away (`logs -f | head -1`): no traceback, no more output
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.FAILED
+    except Exception as exc:
+        code = _failed(exc, as_json)
+        if code is None:
+            raise
+        return code
+
+
+def _failed(exc: Exception, as_json: bool) -> int | None:
+    """The exit code of a failure the command did not turn into a ``CliError`` (having said why), or
+    None for a bug. The client's modules are loaded here, if the command had not loaded them."""
+    import zmq
+
+    from supervisor.errors import SupervisorError
+
+    if isinstance(exc, SupervisorError):  # UNREACHABLE and UNAUTHENTICATED too
+        print_failure(as_json, exc.code, exc.message, f"mcp-supervisor: {exc}")
+        return exit_code_for(exc.code)
+    if isinstance(exc, ValueError | zmq.ZMQError):
+        print_failure(as_json, ExitCode.USAGE.name, str(exc), f"mcp-supervisor: error: {exc}")
+        return ExitCode.USAGE
+    return None

@@ -18,6 +18,9 @@ a request every few tenths of a second while someone watches, is nothing for a C
 until nothing answers at the endpoint (and an ipc endpoint's socket file is gone, so that a ping a
 busy supervisor answers late is not taken for its end): the supervisor closes its front socket
 last, after every worker and server is reaped, so a script that goes on knows they are gone.
+
+The client stub and the protocol are loaded when a command runs: the CLI adds these parsers for every
+command, ``mcp`` too, which loads as little as it can before its first answer.
 """
 
 from __future__ import annotations
@@ -26,16 +29,15 @@ import argparse
 import sys
 import time
 from datetime import datetime
-from typing import Final
-
-import msgspec
+from typing import TYPE_CHECKING, Final
 
 from supervisor.cli_output import print_json, print_json_line, printable
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorUnreachableError
 from supervisor.exit_codes import CliError, ExitCode
 from supervisor.paths import ipc_path
-from supervisor.protocol import LOG_LIMIT, MAX_GRACE, LogLine
+
+if TYPE_CHECKING:
+    from supervisor.client import SupervisorClient
+    from supervisor.protocol import LogLine
 
 __all__ = ["FOLLOW_INTERVAL", "add_daemon_parsers", "cmd_logs", "cmd_shutdown", "format_line"]
 
@@ -54,6 +56,11 @@ def format_line(line: LogLine) -> str:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from supervisor.client import SupervisorClient
+    from supervisor.protocol import LOG_LIMIT
+
     if args.lines < 0:
         raise CliError(f"-n must be 0 or more lines, not {args.lines}", ExitCode.USAGE)
     if args.count is not None and (not args.follow or args.count < 1):
@@ -75,6 +82,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def _follow(sup: SupervisorClient, args: argparse.Namespace, after: int) -> None:
     """Print new lines as they come (until Ctrl-C, or ``--count`` of them)."""
+    from supervisor.protocol import LOG_LIMIT
+
     left = args.count
     while left is None or left > 0:
         time.sleep(FOLLOW_INTERVAL)
@@ -94,6 +103,8 @@ def _follow(sup: SupervisorClient, args: argparse.Namespace, after: int) -> None
 
 
 def _show(line: LogLine, as_json: bool) -> None:
+    import msgspec
+
     if as_json:
         print_json_line(msgspec.to_builtins(line))
     else:
@@ -102,6 +113,9 @@ def _show(line: LogLine, as_json: bool) -> None:
 
 def cmd_shutdown(args: argparse.Namespace) -> int:
     """Ask the supervisor to stop as SIGTERM does; with ``--wait``, return once it no longer answers."""
+    from supervisor.client import SupervisorClient
+    from supervisor.protocol import MAX_GRACE
+
     if args.grace is not None and not 0 <= args.grace <= MAX_GRACE:  # NaN too
         raise CliError(f"--grace must be 0 to {MAX_GRACE:g} seconds, not {args.grace:g}", ExitCode.USAGE)
     wait = args.timeout if args.timeout is not None else SHUTDOWN_WAIT + (args.grace or 0.0)
@@ -119,6 +133,9 @@ def cmd_shutdown(args: argparse.Namespace) -> int:
 
 def _wait_gone(args: argparse.Namespace, timeout: float) -> None:
     """Return once no supervisor answers at the endpoint; TIMEOUT after ``timeout`` seconds."""
+    from supervisor.client import SupervisorClient
+    from supervisor.errors import SupervisorUnreachableError
+
     deadline = time.monotonic() + timeout
     with SupervisorClient(args.endpoint, request_timeout=GONE_POLL_TIMEOUT, keys=args.keys) as sup:
         socket_file = ipc_path(sup.endpoint)

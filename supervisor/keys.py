@@ -31,6 +31,8 @@ import zmq
 import zmq.auth
 from zmq.utils import z85
 
+from supervisor.paths import DEFAULT_KEY_DIR, KEYS_ENV
+
 __all__ = [
     "ALLOWED",
     "CLIENT",
@@ -51,8 +53,6 @@ __all__ = [
     "needs_curve",
 ]
 
-KEYS_ENV: Final = "MCP_SUPERVISOR_KEYS"
-DEFAULT_KEY_DIR: Final = "~/.config/mcp-supervisor/keys"
 SERVER, CLIENT, ALLOWED = "server", "client", "allowed_clients"
 MAX_KEY_FILE: Final = 64 * 1024  # bytes; a larger file is not a key file
 NO_KEYS: Final = "none"  # as a client's key directory: connect without CURVE

@@ -10,6 +10,9 @@ login shell or user unit started; else ``ipc:///tmp/mcp-supervisor-$UID/supervis
 The directory of any ``ipc://`` endpoint the supervisor
 binds must be private: created with mode 0700, or refused when other users can
 write to it (they could replace the socket with their own).
+
+``$MCP_SUPERVISOR_KEYS`` names the CURVE key directory (``supervisor.keys`` reads its files); its name
+and default live here, with the endpoint's, so that the CLI's help can say them without loading ZeroMQ.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pathlib import Path
 from typing import Final
 
 __all__ = [
+    "DEFAULT_KEY_DIR",
     "ENDPOINT_ENV",
+    "KEYS_ENV",
     "claim_ipc_dir",
     "default_endpoint",
     "default_events_endpoint",
@@ -34,6 +39,8 @@ __all__ = [
 ]
 
 ENDPOINT_ENV = "MCP_SUPERVISOR_ENDPOINT"
+KEYS_ENV: Final = "MCP_SUPERVISOR_KEYS"  # the CURVE key directory (supervisor.keys), for every command
+DEFAULT_KEY_DIR: Final = "~/.config/mcp-supervisor/keys"  # without it
 
 
 RUN_USER: Final = Path("/run/user")  # where the login manager keeps each user's runtime directory

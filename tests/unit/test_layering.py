@@ -38,3 +38,36 @@ def test_importing_the_client_loads_no_config_parsing_and_no_worker_code() -> No
     loaded = _loaded_by("supervisor.client")
     assert "supervisor.config" not in loaded
     assert not any(name.split(".")[0] == "workers" for name in loaded)
+
+
+def test_the_command_line_parses_its_arguments_without_the_client_the_sdk_or_trio() -> None:
+    """``mcp`` (which a host starts, and waits for) loads only what its first answer needs; the
+    other commands load their own modules when they run."""
+    script = (
+        "import sys; before = set(sys.modules); "
+        "from supervisor.cli import build_parser; build_parser().parse_args(['mcp']); "
+        "print('\\n'.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(out.stdout.split())
+    heavy = {
+        "zmq",
+        "trio",
+        "anyio",
+        "msgspec",
+        "mcp",
+        "mcp_types",
+        "pydantic",
+        "httpx2",
+        "starlette",
+        "uvicorn",
+    }
+    assert not {name.split(".")[0] for name in loaded} & heavy
+    assert not loaded & {
+        "supervisor.client",
+        "supervisor.commands",
+        "supervisor.login",
+        "supervisor.protocol",
+    }
