@@ -25,6 +25,7 @@ from typing import NoReturn
 
 from supervisor import __version__
 from supervisor.cli_output import print_failure
+from supervisor.daemon_commands import add_daemon_parsers
 from supervisor.exit_codes import CliError, ExitCode, exit_code_for, exit_codes_help
 from supervisor.facade.commands import TOKEN_ENV, cmd_host_config, cmd_mcp, cmd_serve
 from supervisor.facade.hosts import HOSTS
@@ -302,8 +303,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reload.add_argument("--json", action="store_true", help="print the summary as JSON")
     reload.set_defaults(func=_command("cmd_reload"))
-    from supervisor.daemon_commands import add_daemon_parsers
-
     add_daemon_parsers(sub, common)
     _login_parsers(sub, common)
     _facade_parsers(sub, common)

@@ -6,7 +6,7 @@ and ``host-config`` prints the entry to paste into a host's config (JSON already
 Above: ``supervisor.cli``, which parses their arguments. Below: ``supervisor.facade.run`` (loaded
 only when a facade runs: the SDK's server side is not loaded by the other commands); for ``mcp``,
 first ``supervisor.facade.handshake``, which answers the host's first request before the SDK is
-loaded. So ``mcp`` checks its arguments with nothing loaded that its first answer does not need.
+loaded: ``mcp`` checks its arguments and answers without loading the SDK, trio or ZeroMQ.
 """
 
 from __future__ import annotations
