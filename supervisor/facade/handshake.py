@@ -99,8 +99,8 @@ class Opening:
 def answer(line: bytes) -> Answered | None:
     """The response to ``line`` if it is a request answered here, else None."""
     try:
-        message = json.loads(line, parse_constant=_not_json)
-    except (ValueError, RecursionError):
+        message = json.loads(line.decode(), parse_constant=_not_json)  # UTF-8 only, as the transport reads
+    except (ValueError, RecursionError):  # UnicodeDecodeError too
         return None
     if not isinstance(message, dict) or message.keys() != {"jsonrpc", "id", "method", "params"}:
         return None

@@ -107,6 +107,7 @@ ANSWERED = [
     *(initialize("2025-11-25", client=client) for client in CLIENT_INFOS),
     initialize("2025-11-25", id="abc"),
     initialize("2025-11-25", id=2**40),
+    initialize("2025-11-25", id=-(2**70)),
     initialize("2025-11-25", id=0),
     discover(),
     discover(id="discover-1"),
@@ -117,7 +118,7 @@ ANSWERED = [
 ]
 
 
-@pytest.mark.parametrize("request_line", ANSWERED, ids=lambda request: request.decode()[:90])
+@pytest.mark.parametrize("request_line", ANSWERED, ids=lambda request: request.decode(errors="replace")[:90])
 async def test_a_request_answered_before_the_sdk_gets_the_sdks_answer(request_line: bytes) -> None:
     answered = answer(request_line)
     assert answered is not None
@@ -166,6 +167,8 @@ def test_whatever_the_shape_answered_before_the_sdk_the_sdk_answers_alike(
 
 NOT_ANSWERED = [
     b"not json",
+    initialize("2025-11-25").decode().encode("utf-16"),
+    initialize("2025-11-25", client={"name": "x", "version": "1"}).replace(b'"x"', b'"\xff"'),
     b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": NaN}}',
     b"[" + initialize("2025-11-25") + b"]",
     initialize("2025-11-25", id=True),
@@ -203,7 +206,7 @@ NOT_ANSWERED = [
 ]
 
 
-@pytest.mark.parametrize("request_line", NOT_ANSWERED, ids=lambda request: request.decode()[:90])
+@pytest.mark.parametrize("request_line", NOT_ANSWERED, ids=lambda request: request.decode(errors="replace")[:90])
 def test_other_lines_are_left_to_the_sdk(request_line: bytes) -> None:
     assert answer(request_line) is None
 
