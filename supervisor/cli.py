@@ -47,6 +47,7 @@ from supervisor.facade.commands import TOKEN_ENV, cmd_host_config, cmd_mcp, cmd_
 from supervisor.facade.hosts import HOSTS
 from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV
 from supervisor.paths import ENDPOINT_ENV, resolve_endpoint
+from supervisor.protocol import LOG_LEVELS
 
 __all__ = ["build_parser", "main"]
 
@@ -223,6 +224,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.add_argument("--count", type=int, default=0, help="exit after this many events (default: never)")
+    events.add_argument(
+        "--messages",
+        action="store_true",
+        help="also the servers' log messages and updates of the resources someone subscribed to",
+    )
+    events.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="ask every server for log messages from this level up (implies --messages), until this "
+        "command ends; a server is set to the most verbose level its connections ask for",
+    )
     events.set_defaults(func=cmd_events)
     listings: tuple[tuple[str, Callable[[argparse.Namespace], int], str], ...] = (
         ("resources", cmd_resources, "list resources (of every ready server, or of SERVER)"),
@@ -355,6 +367,12 @@ def _facade_parsers(
         "--servers", metavar="A,B", help="show only these servers' tools, resources and prompts"
     )
     view.add_argument(
+        "--server",
+        metavar="NAME",
+        help="serve only server NAME, under its own tool and prompt names (no mcp_NAME_ prefix): a host "
+        "config that names them works unchanged, with the server supervised",
+    )
+    view.add_argument(
         "--tools",
         metavar="GLOB",
         action="append",
@@ -441,6 +459,7 @@ def _facade_parsers(
     hosts.add_argument("--endpoint", help="add --endpoint (a supervisor elsewhere than the default)")
     hosts.add_argument("--keys", metavar="DIR", help="add --keys")
     hosts.add_argument("--servers", metavar="A,B", help="add --servers")
+    hosts.add_argument("--server", metavar="NAME", help="add --server (one server under its own names)")
     hosts.add_argument("--tools", metavar="GLOB", action="append", help="add --tools")
     hosts.add_argument("--search", action="store_true", help="add --search")
     hosts.add_argument("--url", help="a 'serve --http' URL (http://HOST:PORT/mcp) instead of a command")

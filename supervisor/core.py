@@ -44,6 +44,7 @@ from supervisor.crew import Crew
 from supervisor.curve import Gate
 from supervisor.first_starts import FirstStarts
 from supervisor.front import FrontDoor
+from supervisor.interests import Interests
 from supervisor.keeper import Keeper
 from supervisor.keys import ServerKeys
 from supervisor.paths import default_events_endpoint, ipc_path
@@ -52,6 +53,7 @@ from supervisor.protocol import (
     Answer,
     CallTool,
     Cancel,
+    Complete,
     Done,
     ErrorCode,
     Event,
@@ -69,10 +71,13 @@ from supervisor.protocol import (
     ReadResource,
     Reload,
     Restart,
+    SetLogLevel,
     Shutdown,
     Start,
     StatusReply,
     Stop,
+    Subscribe,
+    Unsubscribe,
     WorkerState,
     WorkerTool,
 )
@@ -135,8 +140,14 @@ class Supervisor:
             meter,
         )
         self.received = 0  # front messages received since the start (for the metrics)
+        self._events = Publisher(self.registry, self._repeats)
+        self.interests = Interests(self.servers, self.send_to_worker, self._events.publish)
         self._link = WorkerLink(
-            calls=self.calls, reply=self._front.reply, repeats=self._repeats, settled=self._check_idle
+            calls=self.calls,
+            reply=self._front.reply,
+            repeats=self._repeats,
+            settled=self._check_idle,
+            interests=self.interests,
         )
         self._reloads = Reloads(
             config,
@@ -146,7 +157,6 @@ class Supervisor:
             reply=self._front.reply,
             draining=self._is_draining,
         )
-        self._events = Publisher(self.registry, self._repeats)
         self._router = Router(
             registry=self.registry,
             servers=self.servers,
@@ -379,6 +389,14 @@ class Supervisor:
                 self._router.read(caller, request)
             case GetPrompt():
                 self._router.get_prompt(caller, request)
+            case Complete():
+                self._router.complete(caller, request)
+            case SetLogLevel():
+                self._reply(caller, self.interests.set_level(caller, request))
+            case Subscribe():
+                self._reply(caller, self.interests.subscribe(caller, request))
+            case Unsubscribe():
+                self._reply(caller, self.interests.unsubscribe(caller, request))
             case Reload(id=id):
                 self.reload_nowait(caller, id)
             case Answer():  # no reply of its own: its worker gets it, if the call is still in flight

@@ -43,8 +43,19 @@ def _options(args: argparse.Namespace) -> FacadeOptions:
         raise CliError(
             f"--list-wait must be 0 to {MAX_LIST_WAIT:g} seconds, not {args.list_wait}", ExitCode.USAGE
         )
+    single = args.server or None
+    if single is not None:
+        if args.search:
+            raise CliError(
+                "--server and --search do not go together: --server keeps the names", ExitCode.USAGE
+            )
+        if servers is not None and servers != {single}:
+            raise CliError(f"--server {single} serves that server only: leave out --servers", ExitCode.USAGE)
+        servers = frozenset({single})
     view = View(servers=servers, tools=globs)
-    return FacadeOptions(view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait)
+    return FacadeOptions(
+        view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait, single=single
+    )
 
 
 def _launcher(args: argparse.Namespace) -> Launcher | None:
@@ -152,7 +163,7 @@ def _command(args: argparse.Namespace) -> list[str]:
     # The endpoint as resolved here, where the user's environment is: a host starts the facade with
     # only a few variables of its own (no XDG_RUNTIME_DIR, no MCP_SUPERVISOR_ENDPOINT).
     command += ["--endpoint", resolve_endpoint(args.endpoint)]
-    for flag in ("keys", "servers"):
+    for flag in ("keys", "servers", "server"):
         value = getattr(args, flag)
         if value:
             command += [f"--{flag}", value]
