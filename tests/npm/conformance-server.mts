@@ -1,4 +1,9 @@
 #!/usr/bin/env node
+// The reference server of the MCP conformance suite: examples/servers/typescript/everything-server.ts
+// of https://github.com/modelcontextprotocol/conformance at v0.1.16 (commit 21a9a2f; MIT and
+// Apache-2.0, see its LICENSE), the version tests/npm pins. One change: its type-only imports are
+// `import type`, so that Node runs it as it is (type stripping) with the packages tests/npm installs
+// (@modelcontextprotocol/sdk, express, cors, zod). Run under tests/npm/loopback.cjs.
 
 /**
  * MCP Everything Server - Conformance Test Server
@@ -1169,10 +1174,9 @@ app.delete('/mcp', async (req, res) => {
 
 // Start server
 const PORT = process.env.PORT || 3000;
-const listener = app.listen(PORT, () => {
-  const port = listener.address().port;
+app.listen(PORT, () => {
   console.log(
-    `MCP Conformance Test Server running on http://localhost:${port}`
+    `MCP Conformance Test Server running on http://localhost:${PORT}`
   );
-  console.log(`  - MCP endpoint: http://localhost:${port}/mcp`);
+  console.log(`  - MCP endpoint: http://localhost:${PORT}/mcp`);
 });
