@@ -18,6 +18,7 @@ The server's log messages go on to the supervisor as ``Logged`` through a token 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -25,7 +26,7 @@ import msgspec
 import trio
 from mcp import Client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import LoggingMessageNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -85,7 +86,8 @@ class Interests:
             log.debug("log level %s not set: the server has no logging capability", level)
             return
         try:
-            with trio.fail_after(APPLY_TIMEOUT):
+            with trio.fail_after(APPLY_TIMEOUT), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)  # only the 2026-07-28 era lacks it
                 await client.session.set_logging_level(level)  # type: ignore[arg-type]
             log.debug("log level set to %s", level)
         except (MCPError, trio.TooSlowError, OSError) as exc:
@@ -107,8 +109,10 @@ class Interests:
 
     @staticmethod
     async def _request(request: Callable[[str], Awaitable[Any]], method: str, uri: str) -> None:
+        log.debug("%s %s", method, uri)
         try:
-            with trio.fail_after(APPLY_TIMEOUT):
+            with trio.fail_after(APPLY_TIMEOUT), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)  # only the 2026-07-28 era lacks it
                 await request(uri)
         except (MCPError, trio.TooSlowError, OSError) as exc:
             log.warning("%s %s: %s", method, uri, exc or "timed out")

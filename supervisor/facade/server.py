@@ -181,9 +181,9 @@ class Facade:
         of changes; a request whose params do not fit its method is told which (the SDK's own error
         names nothing)."""
         if ctx.method == "notifications/initialized":
-            self._heard[id(ctx.session)] = ctx.session
+            self._heard[host_key(ctx)] = ctx.session
             while len(self._heard) > MAX_CONNECTIONS_HEARD:
-                del self._heard[next(iter(self._heard))]
+                self._forget(next(iter(self._heard)))
         try:
             return await call_next(ctx)
         except ValidationError as exc:
@@ -268,8 +268,9 @@ class Facade:
     async def _set_level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> dict[str, Any]:
-        self._heard.setdefault(id(ctx.session), ctx.session)
-        asked = self.relay.set_level(id(ctx.session), params.level)
+        key = host_key(ctx)
+        self._heard.setdefault(key, ctx.session)
+        asked = self.relay.set_level(key, params.level)
         if asked is not None:
             try:
                 await self._client().want_level(asked, self.options.single)
@@ -282,9 +283,9 @@ class Facade:
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> dict[str, Any]:
-        self._heard.setdefault(id(ctx.session), ctx.session)
-        uri = str(params.uri)
-        await self._subscribe_to(id(ctx.session), uri)
+        key = host_key(ctx)
+        self._heard.setdefault(key, ctx.session)
+        await self._subscribe_to(key, str(params.uri))
         return complete(ctx, {})
 
     async def _subscribe_to(self, key: int, uri: str) -> None:
@@ -305,7 +306,7 @@ class Facade:
     ) -> dict[str, Any]:
         uri = str(params.uri)
         server = await self._catalog.server_of_uri(uri)
-        if server is not None and self.relay.unsubscribe(id(ctx.session), server, uri):
+        if server is not None and self.relay.unsubscribe(host_key(ctx), server, uri):
             try:
                 await self._client().unsubscribe(server, uri)
             except (SupervisorGone, SupervisorError) as exc:
@@ -436,6 +437,11 @@ class Facade:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def host_key(ctx: ServerRequestContext[Any, Any]) -> int:
+    """The host connection a request came on (each request has a session object of its own)."""
+    return id(getattr(ctx.session, "_connection", ctx.session))
 
 
 def _tool_entry(tool: ToolInfo, original: bool = False) -> dict[str, Any]:
