@@ -114,6 +114,8 @@ class Relay:
         """From the link's event loop: queued, never waited for."""
         try:
             self._send.send_nowait(event)
+        except anyio.ClosedResourceError:
+            return  # the facade is ending
         except anyio.WouldBlock:
             self.dropped += 1
             if self.dropped == 1 or math.log2(self.dropped).is_integer():
@@ -122,12 +124,24 @@ class Relay:
                 )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Send what was heard, one at a time, until cancelled (then nothing more is taken)."""
         task_status.started()
-        async for event in self._queue:
-            if isinstance(event, ServerMessage):
-                await self._log(event)
-            else:
-                await self._updated(event)
+        try:
+            async for event in self._queue:
+                await self.send(event)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._send.close()
+        self._queue.close()
+
+    async def send(self, event: ServerMessage | ResourceUpdated) -> None:
+        """Send one message or update to the hosts that want it."""
+        if isinstance(event, ServerMessage):
+            await self._log(event)
+        else:
+            await self._updated(event)
 
     async def _log(self, message: ServerMessage) -> None:
         if message.level not in LOG_LEVELS:

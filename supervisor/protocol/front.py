@@ -194,9 +194,9 @@ class Cancel(_Message):
     """Cancel this client's own request ``id`` while it is in flight (sent on the same connection).
 
     No reply of its own: the cancelled request gets its one terminal reply, ``ErrorReply`` with code
-    ``CANCELLED``, at once, and its server is sent the MCP cancellation. Tool calls, ``ReadResource``
-    and ``GetPrompt`` can be cancelled; a ``Cancel`` for anything else (a listing, a request already
-    answered, an id never sent) is ignored.
+    ``CANCELLED``, at once, and its server is sent the MCP cancellation. Tool calls, ``ReadResource``,
+    ``GetPrompt`` and ``Complete`` can be cancelled; a ``Cancel`` for anything else (a listing, a
+    request already answered, an id never sent) is ignored.
     """
 
     id: int
