@@ -19,6 +19,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 import trio
+from mcp.shared.exceptions import MCPError
 
 from supervisor.errors import BadRequestError, UnknownToolError
 from supervisor.events import EventWatch, message_data
@@ -228,3 +229,22 @@ async def test_2026_host_hears_updates_on_its_listen_stream(sup: SupervisorProce
                 async for event in stream:
                     if getattr(event, "uri", None) == URI:
                         break
+
+
+async def test_the_facade_answers_bad_requests_with_errors_naming_them(sup: SupervisorProcess) -> None:
+    async with stdio_host(sup.endpoint) as host:
+        with pytest.raises(MCPError, match="Resource not found: no server lists 'nowhere://x'"):
+            await host.subscribe_resource("nowhere://x")
+        with pytest.raises(MCPError, match="Unknown prompt: mcp_ev_nothing"):
+            await host.complete(
+                types.PromptReference(type="ref/prompt", name="mcp_ev_nothing"), {"name": "a", "value": ""}
+            )
+        unknown = types.ResourceTemplateReference(type="ref/resource", uri="demo://nothing/{x}")
+        with pytest.raises(MCPError, match="Unknown resource template: demo://nothing/"):
+            await host.complete(unknown, {"name": "x", "value": ""})
+        with pytest.raises(MCPError, match="logging/setLevel: params.level: Input should be):
+            await host.session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams.model_construct(level="loud")),
+                types.EmptyResult,
+            )
+        assert text_of(await host.call_tool("mcp_ev_echo", {"message": "still here"})) == "Echo: still here"

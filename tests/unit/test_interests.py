@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor.interests import MAX_SUBSCRIPTIONS, MAX_URI, MAX_WISHES, Interests
@@ -147,6 +147,7 @@ def test_wishes_and_subscriptions_are_bounded() -> None:
     assert world.interests.subscribe(B, Subscribe(id=-2, server="git", uri="u:0")) == Done(id=-2)  # known
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([A, B, b"c"]), st.sampled_from(["", *LOG_LEVELS])), max_size=30))
 def test_the_level_told_is_always_the_most_verbose_wish_left(wishes: list[tuple[bytes, str]]) -> None:
     world = World(git=1)
