@@ -242,7 +242,7 @@ async def test_the_facade_answers_bad_requests_with_errors_naming_them(sup: Supe
         unknown = types.ResourceTemplateReference(type="ref/resource", uri="demo://nothing/{x}")
         with pytest.raises(MCPError, match="Unknown resource template: demo://nothing/"):
             await host.complete(unknown, {"name": "x", "value": ""})
-        with pytest.raises(MCPError, match="logging/setLevel: params.level: Input should be):
+        with pytest.raises(MCPError, match=r"logging/setLevel: params\.level: Input should be"):
             await host.session.send_request(
                 types.SetLevelRequest(params=types.SetLevelRequestParams.model_construct(level="loud")),
                 types.EmptyResult,
