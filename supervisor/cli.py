@@ -451,7 +451,9 @@ def _facade_parsers(
     )
     hosts.add_argument("host", choices=HOSTS, help="the MCP host")
     hosts.add_argument(
-        "--name", default="mcp-supervisor", help="the server's name in the host (default mcp-supervisor)"
+        "--name",
+        help="the server's name in the host (default: mcp-supervisor, or with --server the server's own, so "
+        "the host names its tools as before)",
     )
     hosts.add_argument(
         "--config", metavar="FILE", help="add --config FILE (start a supervisor when none answers)"

@@ -183,6 +183,7 @@ def cmd_host_config(args: argparse.Namespace) -> int:
             ExitCode.USAGE,
         )
     launch = Launch(url=args.url, token_env=args.token_env) if args.url else Launch(command=_command(args))
-    print(entry(args.host, args.name, launch))
+    name = args.name or args.server or "mcp-supervisor"
+    print(entry(args.host, name, launch))
     print(f"\n{where(args.host)}", file=sys.stderr)
     return 0
