@@ -340,6 +340,11 @@ class Facade:
             await _tell_host(
                 ctx, "warning", f"{upstream.why}; the tools arrive when it answers (list_changed)"
             )
+        elif self.options.single is not None and not any(t.server == self.options.single for t in tools):
+            missing = await self._missing_server(upstream, self.options.single)
+            if missing:
+                log.warning("%s", missing)
+                await _tell_host(ctx, "warning", missing)
         listing, version = self._listing, ctx.protocol_version
         if listing is None or listing[:2] != (self._generation, version):
             single = self.options.single is not None
@@ -385,6 +390,18 @@ class Facade:
                 return await self._hosts.call(ctx, params, client, routed)
         except SupervisorGone as exc:
             return _error_result(f"UNAVAILABLE: {exc}")
+
+    @staticmethod
+    async def _missing_server(upstream: Upstream, server: str) -> str:
+        """Why a facade of one server shows no tools, when it is that the supervisor has no such server."""
+        try:
+            async with upstream.calling() as client:
+                names = [row.server for row in await client.status()]
+        except (SupervisorGone, SupervisorError):
+            return ""
+        if server in names:
+            return ""
+        return f"the supervisor has no server named {server!r} (servers: {', '.join(names) or 'none'})"
 
     def _prefixed(self, upstream: Upstream, server: str, name: str) -> str:
         """The registry's name of ``server``'s tool ``name`` (by the registry's own rule when it does

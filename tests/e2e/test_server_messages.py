@@ -248,3 +248,14 @@ async def test_the_facade_answers_bad_requests_with_errors_naming_them(sup: Supe
                 types.EmptyResult,
             )
         assert text_of(await host.call_tool("mcp_ev_echo", {"message": "still here"})) == "Echo: still here"
+
+
+async def test_a_one_server_facade_for_a_server_the_supervisor_lacks_says_so(sup: SupervisorProcess) -> None:
+    said: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        said.append(str(params.data))
+
+    async with stdio_host(sup.endpoint, "--server", "nope", logging_callback=on_log) as host:
+        assert (await host.list_tools()).tools == []
+        assert any("no server named 'nope' (servers: ev)" in text for text in said), said
