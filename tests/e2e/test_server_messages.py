@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -259,3 +261,22 @@ async def test_a_one_server_facade_for_a_server_the_supervisor_lacks_says_so(sup
     async with stdio_host(sup.endpoint, "--server", "nope", logging_callback=on_log) as host:
         assert (await host.list_tools()).tools == []
         assert any("no server named 'nope' (servers: ev)" in text for text in said), said
+
+
+def test_events_command_prints_the_servers_log_messages(sup: SupervisorProcess, tmp_path: Any) -> None:
+    out, err = tmp_path / "events.out", tmp_path / "events.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        events = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "events", "--endpoint", sup.endpoint, "--log-level", "info"],
+            stdout=stdout,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        poll("events to watch", lambda: "watching" in err.read_text(), EVENT_TIMEOUT)
+        sup.client.subscribe("ev", URI)
+        line = f"log      ev: info: {SUBSCRIBED}"
+        poll("the log line", lambda: line in out.read_text(), EVENT_TIMEOUT)
+    finally:
+        events.send_signal(signal.SIGINT)
+        events.wait(EVENT_TIMEOUT)
