@@ -69,6 +69,7 @@ from supervisor.protocol import (
     ListTools,
     Ping,
     ReadResource,
+    Ready,
     Reload,
     Restart,
     SetLogLevel,
@@ -147,6 +148,7 @@ class Supervisor:
             reply=self._front.reply,
             repeats=self._repeats,
             settled=self._check_idle,
+            ready=self._worker_ready,
             interests=self.interests,
         )
         self._reloads = Reloads(
@@ -316,7 +318,17 @@ class Supervisor:
             spec.name, tools, enabled=spec.enabled_tools, disabled=spec.disabled_tools
         )
         self._events.registry_changed(spec.name, diff)
+        self._first_starts.tools_changed(spec.name)
         return len(infos)
+
+    def _worker_ready(self, keeper: Keeper, worker: bytes, event: Ready) -> None:
+        """A worker's ``Ready``: to its keeper; then it hears what callers want of its server, and a
+        first start may wait for the tools its server announces next."""
+        first = self._first_starts.first_start(keeper.name)
+        keeper.ready(event)
+        if keeper.serving:
+            self.interests.worker_ready(keeper.name, worker)
+            self._first_starts.ready(keeper.name, event.tools_change, first)
 
     def tool_count(self, server: str) -> int:
         return self.registry.count(server)

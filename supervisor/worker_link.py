@@ -57,16 +57,18 @@ class WorkerLink:
         reply: Callable[[bytes, FrontReply], None],
         repeats: Repeats,
         settled: Callable[[], None],
+        ready: Callable[[Keeper, bytes, Ready], None],
         interests: Interests,
     ) -> None:
-        """``reply`` relays progress to callers; ``settled`` hears that a call was answered;
-        ``interests`` hears of a worker ready (to tell it what is wanted) and what its server says."""
+        """``reply`` relays progress to callers; ``settled`` hears that a call was answered; ``ready``
+        hands a worker's ``Ready`` on; ``interests`` hears what servers say."""
         self.socket: TrioSocket | None = None
         self._calls = calls
         self._reply = reply
         self._repeats = repeats
         self._settled = settled
         self._interests = interests
+        self._ready = ready
         self._by_identity: dict[bytes, Keeper] = {}
 
     def attach(self, identity: bytes, keeper: Keeper) -> None:
@@ -141,9 +143,7 @@ class WorkerLink:
             case Started(server_pid=pid):
                 keeper.started(pid)
             case Ready():
-                keeper.ready(event)
-                if keeper.serving:
-                    self._interests.worker_ready(keeper.name, worker)
+                self._ready(keeper, worker, event)
             case ToolsChanged():
                 keeper.tools_changed(event)
             case Heartbeat():

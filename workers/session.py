@@ -126,8 +126,15 @@ class Worker:
                     tools = await self.tools.list_all(client)
                     calls.ready(client, tools)
                     server_pid = self.server.pid if self.server is not None else None
+                    capability = client.server_capabilities.tools
+                    changes = capability is not None and bool(capability.list_changed)
                     self.link.send(
-                        Ready(tools=tools, server_pid=server_pid, server_name=_server_name(client))
+                        Ready(
+                            tools=tools,
+                            server_pid=server_pid,
+                            server_name=_server_name(client),
+                            tools_change=changes,
+                        )
                     )
                     phase = ""
 

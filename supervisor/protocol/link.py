@@ -102,6 +102,7 @@ class Ready(_Message):
     server_pid: int | None = None
     server_name: str = ""
     server_version: str = ""
+    tools_change: bool = False  # the server says its tools may change (``tools.listChanged``)
 
 
 class Started(_Message):

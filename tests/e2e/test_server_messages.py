@@ -23,7 +23,7 @@ import pytest
 import trio
 from mcp.shared.exceptions import MCPError
 
-from supervisor.errors import BadRequestError, UnknownToolError
+from supervisor.errors import BadRequestError, SupervisorUnreachableError, UnknownToolError
 from supervisor.events import EventWatch, message_data
 from supervisor.protocol import ResourceUpdated, ServerMessage
 from tests.e2e.facade import stdio_host, text_of
@@ -51,6 +51,14 @@ def sup(tmp_path: Any) -> Iterator[SupervisorProcess]:
         yield process
     finally:
         process.stop()
+
+
+def _answers(process: SupervisorProcess) -> bool:
+    try:
+        process.client.ping()
+    except SupervisorUnreachableError:
+        return False
+    return True
 
 
 def _next(watch: EventWatch, wanted: Callable[[Any], bool], what: str) -> Any:
@@ -280,3 +288,27 @@ def test_events_command_prints_the_servers_log_messages(sup: SupervisorProcess, 
     finally:
         events.send_signal(signal.SIGINT)
         events.wait(EVENT_TIMEOUT)
+
+
+def test_the_first_listing_holds_the_tools_a_server_adds_once_a_client_is_initialized(tmp_path: Any) -> None:
+    """server-everything registers the tools that depend on what the client offers just after the
+    handshake and announces them: a listing that waits for the first starts includes them."""
+    stdio = {"command": str(NODE), "args": [str(npm_package(EVERYTHING)), "stdio"]}
+    process = SupervisorProcess(tmp_path, {f"ev{n}": stdio for n in range(4)})
+    try:
+        poll("the supervisor to answer", lambda: _answers(process), EVENT_TIMEOUT)
+        reply = process.client.tool_list(wait=60)
+        assert reply.starting == []
+        names = {tool.name for tool in reply.tools}
+        for n in range(4):
+            assert f"mcp_ev{n}_trigger-elicitation-request" in names, sorted(names)
+    finally:
+        process.stop()
+
+
+def _answers(process: SupervisorProcess) -> bool:
+    try:
+        process.client.ping()
+    except SupervisorUnreachableError:
+        return False
+    return True
