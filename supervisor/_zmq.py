@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import select
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Final, cast
 
@@ -194,13 +194,16 @@ def new_dealer(ctx: zmq.Context[zmq.Socket[bytes]], *, routing_id: bytes | None 
     return sock
 
 
-def new_subscriber(ctx: zmq.Context[zmq.Socket[bytes]]) -> zmq.Socket[bytes]:
-    """A SUB to every topic, not yet connected: no HWM (a slow reader is the publisher's to drop),
-    ``LINGER`` 0."""
+def new_subscriber(
+    ctx: zmq.Context[zmq.Socket[bytes]], topics: Iterable[bytes] = (b"",)
+) -> zmq.Socket[bytes]:
+    """A SUB to ``topics`` (every topic by default), not yet connected: no HWM (a slow reader is the
+    publisher's to drop), ``LINGER`` 0."""
     sock = ctx.socket(zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
-    sock.setsockopt(zmq.SUBSCRIBE, b"")
+    for topic in topics:
+        sock.setsockopt(zmq.SUBSCRIBE, topic)
     return sock
 
 

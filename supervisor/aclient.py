@@ -53,6 +53,7 @@ from supervisor.paths import resolve_endpoint
 from supervisor.protocol import (
     Answer,
     CallProgress,
+    Completion,
     FrontReply,
     FrontRequest,
     FrontStats,
@@ -161,9 +162,10 @@ class AsyncSupervisorClient:
         """Where the supervisor publishes its events."""
         return await self._do(self._requests.events_endpoint())
 
-    async def watch(self) -> AsyncEventWatch:
-        """A subscription to registry and state events: ``async with await sup.watch() as events``."""
-        watch = AsyncEventWatch(await self.events_endpoint(), keys=self._event_keys())
+    async def watch(self, *, messages: bool = False) -> AsyncEventWatch:
+        """A subscription to registry and state events: ``async with await sup.watch() as events``;
+        with ``messages``, the servers' log messages and resource updates too."""
+        watch = AsyncEventWatch(await self.events_endpoint(), keys=self._event_keys(), messages=messages)
         await watch.join()
         return watch
 
@@ -222,6 +224,35 @@ class AsyncSupervisorClient:
         timeout: float | None = None,
     ) -> PromptResult:
         return await self._do(self._requests.get_prompt(name, arguments, server, timeout))
+
+    async def complete(
+        self,
+        ref: Mapping[str, str],
+        argument: tuple[str, str],
+        context: Mapping[str, str] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        """Completions for ``argument`` (its name and the value typed so far) of a prompt
+        (``{"type": "ref/prompt", "name": N}``, its prefixed name, or the server's own with ``server``)
+        or a resource template (``{"type": "ref/resource", "uri": TEMPLATE}``, with ``server``);
+        ``context``: the other arguments' values."""
+        return await self._do(self._requests.complete(ref, argument, context, server, timeout))
+
+    async def set_log_level(self, level: str, server: str | None = None) -> None:
+        """Ask ``server`` (every server by default) for log messages from ``level`` up (one of
+        ``LOG_LEVELS``; ``""`` withdraws this connection's wish). A server is set to the most verbose
+        level its connections ask for; its messages come as ``ServerMessage`` on ``watch(messages=True)``."""
+        await self._do(self._requests.set_log_level(level, server))
+
+    async def subscribe(self, server: str, uri: str) -> None:
+        """Hear when ``server``'s resource ``uri`` changes: a ``ResourceUpdated`` on
+        ``watch(messages=True)`` (kept across the server's restarts, until ``unsubscribe``)."""
+        await self._do(self._requests.subscribe(server, uri))
+
+    async def unsubscribe(self, server: str, uri: str) -> None:
+        await self._do(self._requests.unsubscribe(server, uri))
 
     # ------------------------------------------------------------ operations
 

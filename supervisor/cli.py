@@ -224,6 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.add_argument("--count", type=int, default=0, help="exit after this many events (default: never)")
+    events.add_argument(
+        "--messages",
+        action="store_true",
+        help="also the servers' log messages and updates of the resources someone subscribed to",
+    )
+    events.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        help="ask every server for log messages from LEVEL up (debug, info, notice, warning, error, "
+        "critical, alert, emergency; implies --messages), until this command ends; a server is set to the "
+        "most verbose level its connections ask for",
+    )
     events.set_defaults(func=_command("cmd_events"))
     listings: tuple[tuple[str, Callable[[argparse.Namespace], int], str], ...] = (
         ("resources", _command("cmd_resources"), "list resources (of every ready server, or of SERVER)"),
@@ -363,6 +375,12 @@ def _facade_parsers(
         "--servers", metavar="A,B", help="show only these servers' tools, resources and prompts"
     )
     view.add_argument(
+        "--server",
+        metavar="NAME",
+        help="serve only server NAME, under its own tool and prompt names (no mcp_NAME_ prefix): a host "
+        "config that names them works unchanged, with the server supervised",
+    )
+    view.add_argument(
         "--tools",
         metavar="GLOB",
         action="append",
@@ -441,7 +459,9 @@ def _facade_parsers(
     )
     hosts.add_argument("host", choices=HOSTS, help="the MCP host")
     hosts.add_argument(
-        "--name", default="mcp-supervisor", help="the server's name in the host (default mcp-supervisor)"
+        "--name",
+        help="the server's name in the host (default: mcp-supervisor, or with --server the server's own, so "
+        "the host names its tools as before)",
     )
     hosts.add_argument(
         "--config", metavar="FILE", help="add --config FILE (start a supervisor when none answers)"
@@ -449,6 +469,7 @@ def _facade_parsers(
     hosts.add_argument("--endpoint", help="add --endpoint (a supervisor elsewhere than the default)")
     hosts.add_argument("--keys", metavar="DIR", help="add --keys")
     hosts.add_argument("--servers", metavar="A,B", help="add --servers")
+    hosts.add_argument("--server", metavar="NAME", help="add --server (one server under its own names)")
     hosts.add_argument("--tools", metavar="GLOB", action="append", help="add --tools")
     hosts.add_argument("--search", action="store_true", help="add --search")
     hosts.add_argument("--url", help="a 'serve --http' URL (http://HOST:PORT/mcp) instead of a command")

@@ -75,6 +75,7 @@ from supervisor.paths import resolve_endpoint
 from supervisor.protocol import (
     Answer,
     CallProgress,
+    Completion,
     FrontReply,
     FrontRequest,
     FrontStats,
@@ -191,12 +192,14 @@ class SupervisorClient:
         """Where the supervisor publishes its events."""
         return self._do(self._requests.events_endpoint())
 
-    def watch(self) -> EventWatch:
-        """A subscription to registry and state events: ``with sup.watch() as events: for e in events``.
+    def watch(self, *, messages: bool = False) -> EventWatch:
+        """A subscription to registry and state events: ``with sup.watch() as events: for e in events``;
+        with ``messages``, the servers' log messages (``ServerMessage``, see ``set_log_level``) and
+        updates of the resources subscribed to (``ResourceUpdated``, see ``subscribe``) too.
 
         It returns once the subscription is live: every change after that is seen.
         """
-        watch = EventWatch(self.events_endpoint(), keys=self._event_keys())
+        watch = EventWatch(self.events_endpoint(), keys=self._event_keys(), messages=messages)
         watch.join()
         return watch
 
@@ -262,6 +265,35 @@ class SupervisorClient:
     ) -> PromptResult:
         """Get a prompt by its prefixed name, or by the server's own name with ``server``."""
         return self._do(self._requests.get_prompt(name, arguments, server, timeout))
+
+    def complete(
+        self,
+        ref: Mapping[str, str],
+        argument: tuple[str, str],
+        context: Mapping[str, str] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        """Completions for ``argument`` (its name and the value typed so far) of a prompt
+        (``{"type": "ref/prompt", "name": N}``, its prefixed name, or the server's own with ``server``)
+        or a resource template (``{"type": "ref/resource", "uri": TEMPLATE}``, with ``server``);
+        ``context``: the other arguments' values."""
+        return self._do(self._requests.complete(ref, argument, context, server, timeout))
+
+    def set_log_level(self, level: str, server: str | None = None) -> None:
+        """Ask ``server`` (every server by default) for log messages from ``level`` up (one of
+        ``LOG_LEVELS``; ``""`` withdraws this connection's wish). A server is set to the most verbose
+        level its connections ask for; its messages come as ``ServerMessage`` on ``watch(messages=True)``."""
+        self._do(self._requests.set_log_level(level, server))
+
+    def subscribe(self, server: str, uri: str) -> None:
+        """Hear when ``server``'s resource ``uri`` changes: a ``ResourceUpdated`` on
+        ``watch(messages=True)`` (kept across the server's restarts, until ``unsubscribe``)."""
+        self._do(self._requests.subscribe(server, uri))
+
+    def unsubscribe(self, server: str, uri: str) -> None:
+        self._do(self._requests.unsubscribe(server, uri))
 
     # ------------------------------------------------------------ operations
 

@@ -22,9 +22,10 @@ import msgspec
 from supervisor.cli_output import print_failure, print_json, print_json_line, printable, printable_lines
 from supervisor.client import SupervisorClient
 from supervisor.errors import BadRequestError, SupervisorAuthenticationError, SupervisorUnreachableError
+from supervisor.events import PublicEvent, message_data
 from supervisor.exit_codes import CliError, ExitCode
 from supervisor.keys import DEFAULT_KEY_DIR, KEYS_ENV, KeyFileError, key_dir, keygen
-from supervisor.protocol import RegistryChanged, StateChanged
+from supervisor.protocol import ResourceUpdated, ServerMessage, StateChanged
 
 __all__ = ["EXIT_ERROR", "EXIT_UNREACHABLE", "EXIT_USAGE", "CliError", "ExitCode"]
 
@@ -222,23 +223,45 @@ def _token_left(expires_at: float | None) -> str:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    """Print registry and state events as they come, until interrupted (or ``--count`` of them)."""
+    """Print registry and state events as they come, until interrupted (or ``--count`` of them);
+    with ``--messages`` (or ``--log-level``), the servers' log messages and resource updates too."""
     seen = 0
-    with SupervisorClient(args.endpoint, keys=args.keys) as sup, sup.watch() as events:
+    messages = args.messages or args.log_level is not None
+    with SupervisorClient(args.endpoint, keys=args.keys) as sup, sup.watch(messages=messages) as events:
+        if args.log_level is not None:
+            sup.set_log_level(args.log_level)
         if not args.json:
             print(f"watching {events.endpoint} (Ctrl-C to stop)", file=sys.stderr)
-        for event in events:
-            if args.json:
-                print_json_line(msgspec.to_builtins(event))  # "type" names the event
-            else:
-                print(printable(_describe(event)), flush=True)
-            seen += 1
-            if args.count and seen >= args.count:
-                break
+        try:
+            for event in events:
+                if args.json:
+                    print_json_line(_builtins(event))  # "type" names the event
+                else:
+                    print(printable(_describe(event)), flush=True)
+                seen += 1
+                if args.count and seen >= args.count:
+                    break
+        finally:
+            if args.log_level is not None:  # the servers go back to what others ask for
+                sup.set_log_level("")
     return 0
 
 
-def _describe(event: RegistryChanged | StateChanged) -> str:
+def _builtins(event: PublicEvent) -> Any:
+    if isinstance(event, ServerMessage):  # its data is msgpack, relayed as the server sent it
+        fields = {"server": event.server, "level": event.level, "logger": event.logger}
+        return {"type": "ServerMessage", **fields, "data": message_data(event)}
+    return msgspec.to_builtins(event)
+
+
+def _describe(event: PublicEvent) -> str:
+    if isinstance(event, ServerMessage):
+        logger = f" {event.logger}" if event.logger else ""
+        data = message_data(event)
+        text = data if isinstance(data, str) else msgspec.json.encode(data).decode()
+        return f"log      {event.server}{logger}: {event.level}: {text}"
+    if isinstance(event, ResourceUpdated):
+        return f"resource {event.server}: {event.uri} updated"
     if isinstance(event, StateChanged):
         error = (
             f" ({event.last_error})"

@@ -44,6 +44,7 @@ from supervisor.crew import Crew
 from supervisor.curve import Gate
 from supervisor.first_starts import FirstStarts
 from supervisor.front import FrontDoor
+from supervisor.interests import Interests
 from supervisor.keeper import Keeper
 from supervisor.keys import ServerKeys
 from supervisor.paths import default_events_endpoint, ipc_path
@@ -52,6 +53,7 @@ from supervisor.protocol import (
     Answer,
     CallTool,
     Cancel,
+    Complete,
     Done,
     ErrorCode,
     Event,
@@ -67,12 +69,16 @@ from supervisor.protocol import (
     ListTools,
     Ping,
     ReadResource,
+    Ready,
     Reload,
     Restart,
+    SetLogLevel,
     Shutdown,
     Start,
     StatusReply,
     Stop,
+    Subscribe,
+    Unsubscribe,
     WorkerState,
     WorkerTool,
 )
@@ -135,8 +141,15 @@ class Supervisor:
             meter,
         )
         self.received = 0  # front messages received since the start (for the metrics)
+        self._events = Publisher(self.registry, self._repeats)
+        self.interests = Interests(self.servers, self.send_to_worker, self._events.publish)
         self._link = WorkerLink(
-            calls=self.calls, reply=self._front.reply, repeats=self._repeats, settled=self._check_idle
+            calls=self.calls,
+            reply=self._front.reply,
+            repeats=self._repeats,
+            settled=self._check_idle,
+            ready=self._worker_ready,
+            interests=self.interests,
         )
         self._reloads = Reloads(
             config,
@@ -146,7 +159,6 @@ class Supervisor:
             reply=self._front.reply,
             draining=self._is_draining,
         )
-        self._events = Publisher(self.registry, self._repeats)
         self._router = Router(
             registry=self.registry,
             servers=self.servers,
@@ -306,7 +318,17 @@ class Supervisor:
             spec.name, tools, enabled=spec.enabled_tools, disabled=spec.disabled_tools
         )
         self._events.registry_changed(spec.name, diff)
+        self._first_starts.tools_changed(spec.name)
         return len(infos)
+
+    def _worker_ready(self, keeper: Keeper, worker: bytes, event: Ready) -> None:
+        """A worker's ``Ready``: to its keeper; then it hears what callers want of its server, and a
+        first start may wait for the tools its server announces next."""
+        first = self._first_starts.first_start(keeper.name)
+        keeper.ready(event)
+        if keeper.serving:
+            self.interests.worker_ready(keeper.name, worker)
+            self._first_starts.ready(keeper.name, event.tools_change, first)
 
     def tool_count(self, server: str) -> int:
         return self.registry.count(server)
@@ -379,6 +401,14 @@ class Supervisor:
                 self._router.read(caller, request)
             case GetPrompt():
                 self._router.get_prompt(caller, request)
+            case Complete():
+                self._router.complete(caller, request)
+            case SetLogLevel():
+                self._reply(caller, self.interests.set_level(caller, request))
+            case Subscribe():
+                self._reply(caller, self.interests.subscribe(caller, request))
+            case Unsubscribe():
+                self._reply(caller, self.interests.unsubscribe(caller, request))
             case Reload(id=id):
                 self.reload_nowait(caller, id)
             case Answer():  # no reply of its own: its worker gets it, if the call is still in flight

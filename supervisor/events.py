@@ -7,10 +7,13 @@ The supervisor publishes on a PUB socket (its endpoint is in ``status``):
 - ``StateChanged``: one server's worker changed state;
 - ``RegistryVersion``: every second, the registry's current version, so a
   subscriber that missed an event (or joined between a listing and a change)
-  notices within a second.
+  notices within a second;
+- with ``messages``: ``ServerMessage`` (a server's log message) and ``ResourceUpdated`` (a
+  resource someone subscribed to changed), which a subscriber must ask for (topics ``log`` and
+  ``resource``): a busy server's log would cost every other subscriber.
 
-``EventWatch`` (blocking) and ``AsyncEventWatch`` yield the first two; the tool
-caches of ``supervisor.tool_cache`` read all three.
+``EventWatch`` (blocking) and ``AsyncEventWatch`` yield all but the beacons; the tool caches of
+``supervisor.tool_cache`` read the first three.
 
 Each takes ``keys`` as the client stubs do (``supervisor.keys``): on a
 ``tcp://`` events endpoint the subscription is CurveZMQ, and a refused
@@ -23,7 +26,7 @@ import math
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from time import monotonic
-from typing import Final, Self
+from typing import Any, Final, Self
 
 import anyio
 import msgspec
@@ -35,27 +38,41 @@ from supervisor.dial import dial
 from supervisor.errors import SupervisorAuthenticationError, SupervisorUnreachableError
 from supervisor.keys import Keys, client_keys
 from supervisor.protocol import (
+    EVENT_TOPICS,
     Event,
     RegistryChanged,
     RegistryVersion,
+    ResourceUpdated,
+    ServerMessage,
     StateChanged,
     decode_event,
 )
 
-__all__ = ["AsyncEventWatch", "EventWatch", "PublicEvent"]
+__all__ = ["AsyncEventWatch", "EventWatch", "PublicEvent", "message_data"]
 
-PublicEvent = RegistryChanged | StateChanged
+PublicEvent = RegistryChanged | StateChanged | ServerMessage | ResourceUpdated
+CHANGES: Final = (EVENT_TOPICS[RegistryChanged], EVENT_TOPICS[StateChanged], EVENT_TOPICS[RegistryVersion])
+MESSAGES: Final = (EVENT_TOPICS[ServerMessage], EVENT_TOPICS[ResourceUpdated])
 JOIN_TIMEOUT: Final = 5.0  # seconds for a subscription to see its first event (beacons come every second)
 JOIN_SLICE: Final = 0.1  # seconds between looks at the handshakes while joining
 
 
+def message_data(message: ServerMessage) -> Any:
+    """A log message's ``data``, decoded (``None`` for data that does not decode)."""
+    try:
+        return msgspec.msgpack.decode(message.data)
+    except msgspec.DecodeError:
+        return None
+
+
 def _subscriber(
-    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, keys: Keys
+    ctx: zmq.Context[zmq.Socket[bytes]], endpoint: str, keys: Keys, messages: bool
 ) -> tuple[zmq.Socket[bytes], HandshakeWatch | None]:
     def missing(path: Path) -> str:
         return f"no events at {endpoint}: {path} does not exist"
 
-    return dial(lambda: new_subscriber(ctx), endpoint, client_keys(keys, endpoint), missing)
+    topics = CHANGES + MESSAGES if messages else CHANGES
+    return dial(lambda: new_subscriber(ctx, topics), endpoint, client_keys(keys, endpoint), missing)
 
 
 def _not_joined(endpoint: str, timeout: float, watch: HandshakeWatch | None) -> SupervisorUnreachableError:
@@ -72,12 +89,13 @@ def _decode(frames: list[bytes]) -> Event | None:
 
 
 class EventWatch:
-    """Events as they come (blocking): ``for event in watch`` or ``watch.next(timeout)``."""
+    """Events as they come (blocking): ``for event in watch`` or ``watch.next(timeout)``; with
+    ``messages``, the servers' log messages and resource updates too."""
 
-    def __init__(self, endpoint: str, *, keys: Keys = None) -> None:
+    def __init__(self, endpoint: str, *, keys: Keys = None, messages: bool = False) -> None:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self._sock, self._watch = _subscriber(self._ctx, endpoint, keys)
+        self._sock, self._watch = _subscriber(self._ctx, endpoint, keys, messages)
         self._early: list[Event] = []
 
     def __enter__(self) -> Self:
@@ -104,7 +122,7 @@ class EventWatch:
         self._ctx.destroy(linger=0)
 
     def next(self, timeout: float | None = None) -> PublicEvent | None:
-        """The next registry or state event, or None after ``timeout`` seconds (None: wait for ever)."""
+        """The next event but a beacon, or None after ``timeout`` seconds (None: wait for ever)."""
         event = self.next_any(timeout)
         while isinstance(event, RegistryVersion):
             event = self.next_any(timeout)
@@ -131,12 +149,13 @@ class EventWatch:
 
 
 class AsyncEventWatch:
-    """Events as they come, for asyncio and trio: ``async for event in watch``."""
+    """Events as they come, for asyncio and trio: ``async for event in watch``; ``messages`` as for
+    ``EventWatch``."""
 
-    def __init__(self, endpoint: str, *, keys: Keys = None) -> None:
+    def __init__(self, endpoint: str, *, keys: Keys = None, messages: bool = False) -> None:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self._sock, self._watch = _subscriber(self._ctx, endpoint, keys)
+        self._sock, self._watch = _subscriber(self._ctx, endpoint, keys, messages)
         self._early: list[Event] = []
 
     async def join(self, timeout: float = JOIN_TIMEOUT) -> None:
@@ -146,7 +165,7 @@ class AsyncEventWatch:
                 if self._watch is not None:
                     joining.start_soon(self._wait_refused, self._watch, joining.cancel_scope)
                 event = await self._next_any()
-                if isinstance(event, (RegistryChanged, StateChanged)):
+                if not isinstance(event, RegistryVersion):
                     self._early.append(event)
                 joining.cancel_scope.cancel()
                 return
@@ -213,9 +232,9 @@ class AsyncEventWatch:
     async def _events(self) -> AsyncIterator[PublicEvent]:
         while self._early:
             early = self._early.pop(0)
-            if isinstance(early, (RegistryChanged, StateChanged)):
+            if not isinstance(early, RegistryVersion):
                 yield early
         while True:
             event = await self._next_any()
-            if isinstance(event, (RegistryChanged, StateChanged)):
+            if not isinstance(event, RegistryVersion):
                 yield event

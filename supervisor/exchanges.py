@@ -38,6 +38,8 @@ from supervisor.protocol import (
     CallResult,
     CallTool,
     Cancel,
+    Complete,
+    Completion,
     Done,
     ErrorReply,
     FrontReply,
@@ -67,13 +69,16 @@ from supervisor.protocol import (
     ServerLog,
     ServerRequest,
     ServerStatus,
+    SetLogLevel,
     Shutdown,
     Start,
     StatusReply,
     Stop,
+    Subscribe,
     ToolInfo,
     ToolList,
     ToolResult,
+    Unsubscribe,
     total_decoder,
 )
 
@@ -112,7 +117,7 @@ LIVENESS_TICK: Final = 1.0  # seconds between the async client's looks at a long
 
 _T = TypeVar("_T")
 _E = TypeVar("_E", ResourceInfo, ResourceTemplateInfo, PromptInfo)
-_R = TypeVar("_R", ResourceResult, PromptResult)
+_R = TypeVar("_R", ResourceResult, PromptResult, Completion)
 
 _decode_result = msgspec.msgpack.Decoder(ToolResult).decode
 _encode_arguments = msgspec.msgpack.Encoder().encode
@@ -121,6 +126,7 @@ _decode_templates = msgspec.msgpack.Decoder(list[ResourceTemplateInfo]).decode
 _decode_prompts = msgspec.msgpack.Decoder(list[PromptInfo]).decode
 _decode_resource = msgspec.msgpack.Decoder(ResourceResult).decode
 _decode_prompt = msgspec.msgpack.Decoder(PromptResult).decode
+_decode_completion = msgspec.msgpack.Decoder(Completion).decode
 _decode_params = total_decoder(msgspec.msgpack.Decoder().decode)
 
 
@@ -299,6 +305,39 @@ class Requests:
             client=self.identity,
         )
         return Exchange(request, lambda reply: _fetched(reply, _decode_prompt), _call_wait(timeout))
+
+    def complete(
+        self,
+        ref: Mapping[str, str],
+        argument: tuple[str, str],
+        context: Mapping[str, str] | None,
+        server: str | None,
+        timeout: float | None,
+    ) -> Exchange[Completion]:
+        kind = ref.get("type")
+        if kind not in ("ref/prompt", "ref/resource"):
+            raise ValueError(f"ref must be a ref/prompt (name) or a ref/resource (uri), not {kind!r}")
+        name, value = argument
+        request = Complete(
+            id=next(self._ids),
+            ref=msgspec.Raw(msgspec.msgpack.encode(dict(ref))),
+            argument=msgspec.Raw(msgspec.msgpack.encode({"name": name, "value": value})),
+            server=server,
+            timeout=_check_timeout(timeout),
+            client=self.identity,
+        )
+        if context is not None:
+            request.context = msgspec.Raw(msgspec.msgpack.encode({"arguments": dict(context)}))
+        return Exchange(request, lambda reply: _fetched(reply, _decode_completion), _call_wait(timeout))
+
+    def set_log_level(self, level: str, server: str | None) -> Exchange[None]:
+        return Exchange(SetLogLevel(id=next(self._ids), level=level, server=server), _done)
+
+    def subscribe(self, server: str, uri: str) -> Exchange[None]:
+        return Exchange(Subscribe(id=next(self._ids), server=server, uri=uri), _done)
+
+    def unsubscribe(self, server: str, uri: str) -> Exchange[None]:
+        return Exchange(Unsubscribe(id=next(self._ids), server=server, uri=uri), _done)
 
     def restart(self, server: str) -> Exchange[None]:
         return Exchange(Restart(id=next(self._ids), server=server), _done)

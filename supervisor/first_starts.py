@@ -5,7 +5,11 @@ state change (``state_changed``). Beside it: the registry it answers from, and t
 states). Below: the ``reply`` function through which it answers.
 
 A server's first start is over once it has left ``starting`` (ready, failed, needs-login, stopped,
-or restarting after a failed first start); one added by a reload has its own first start. A listing
+or restarting after a failed first start); one added by a reload has its own first start. A server
+that says its tools change (``tools.listChanged``) and became ready is given ``SETTLE`` seconds more,
+or until its tools change, whichever comes first: servers that add tools as soon as a client is
+initialized (server-everything adds those that depend on what the client offers) announce them just
+after the first listing, and a host that lists once should see them. A listing
 that asks to ``wait`` while some are not over is answered when they all are, or when its wait (at
 most ``MAX_LIST_WAIT``) has passed, by a task of its own in the supervisor's nursery; at most
 ``MAX_LISTINGS`` wait at once, and the rest are answered at once.
@@ -25,6 +29,7 @@ from supervisor.registry import Registry
 __all__ = ["MAX_LISTINGS", "FirstStarts"]
 
 MAX_LISTINGS: Final = 1000  # ListTools waiting for the servers' first starts at once; more answer now
+SETTLE: Final = 0.25  # seconds a ready server that says its tools change may take to announce more
 
 
 class _Server(Protocol):
@@ -45,24 +50,49 @@ class FirstStarts:
         self._servers = servers
         self._reply = reply
         self._started_once: set[str] = set()  # servers that have left ``starting`` at least once
-        self._over: trio.Event | None = None  # set when every first start is over, if anyone waits
+        self._settling: dict[str, float] = {}  # ready servers whose tools may still come: until when
+        self._changed: trio.Event | None = None  # set when a first start moves on, if anyone waits
         self._listings = 0  # listings waiting now
 
     def pending(self) -> list[str]:
         """The servers whose first start is not over, in config order."""
+        now = trio.current_time() if self._settling else 0.0
+        for name, until in list(self._settling.items()):
+            if until <= now:
+                del self._settling[name]
         return [
             name
             for name, server in self._servers.items()
-            if server.state == "starting" and name not in self._started_once
+            if (server.state == "starting" and name not in self._started_once) or name in self._settling
         ]
 
     def state_changed(self, name: str, state: WorkerState) -> None:
         if state == "starting":
             return
         self._started_once.add(name)
-        if self._over is not None and not self.pending():
-            self._over.set()
-            self._over = None
+        if state != "ready":
+            self._settling.pop(name, None)
+        self._wake()
+
+    def ready(self, name: str, tools_change: bool, first: bool) -> None:
+        """``name`` became ready (``first``: its first start); ``tools_change``: it says they may change."""
+        if first and tools_change:
+            self._settling[name] = trio.current_time() + SETTLE
+            self._wake()  # the listings waiting look again when it is over
+
+    def tools_changed(self, name: str) -> None:
+        """``name``'s tools changed: the tools it announces once ready have come."""
+        if self._settling.pop(name, None) is not None:
+            self._wake()
+
+    def first_start(self, name: str) -> bool:
+        """Whether ``name`` has not left ``starting`` before now."""
+        return name not in self._started_once
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     def list_tools(self, caller: bytes, request: ListTools, tasks: trio.Nursery | None) -> None:
         """Answer ``request`` now, or (``wait``) from a task in ``tasks`` once the first starts are over."""
@@ -84,9 +114,12 @@ class FirstStarts:
         try:
             with trio.move_on_after(wait):
                 while self.pending():
-                    if self._over is None:
-                        self._over = trio.Event()
-                    await self._over.wait()
+                    if self._changed is None:
+                        self._changed = trio.Event()
+                    changed = self._changed
+                    settled = min(self._settling.values(), default=math.inf)
+                    with trio.move_on_at(settled):  # a settling server's time is up then
+                        await changed.wait()
             self._reply(caller, self.tool_list(id))
         finally:
             self._listings -= 1

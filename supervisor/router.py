@@ -44,6 +44,7 @@ from supervisor.protocol import (
     Answer,
     CallTool,
     Cancel,
+    Complete,
     ErrorCode,
     ErrorReply,
     Fetch,
@@ -73,6 +74,20 @@ _LIST_METHODS: Final[dict[type, FetchMethod]] = {
     ListResourceTemplates: "resources/templates/list",
     ListPrompts: "prompts/list",
 }
+
+
+class _Named(msgspec.Struct):
+    type: str = ""
+    name: str = ""
+
+
+def _prompt_named(ref: msgspec.Raw) -> str | None:
+    """The name of a ``ref/prompt`` (None for anything else, or a ref that does not decode)."""
+    try:
+        named = msgspec.msgpack.decode(ref, type=_Named)
+    except msgspec.DecodeError:
+        return None
+    return named.name if named.type == "ref/prompt" and named.name else None
 
 
 class Router:
@@ -268,6 +283,36 @@ class Router:
                 target=request.name,
                 prefixed=request.server is None,
                 arguments=request.arguments,
+            )
+
+    def complete(self, caller: bytes, request: Complete) -> None:
+        """To the server named, else to the one whose prefix a ``ref/prompt``'s name carries."""
+        client = self._client(caller, request.id, request.client)
+        if client is None or not self._accepting(caller, request.id, request.timeout):
+            return
+        name = request.server
+        if name is None:
+            prompt = _prompt_named(request.ref)
+            name = None if prompt is None else server_of(prompt, self._servers)
+            if name is None:
+                message = (
+                    "completion/complete needs the server, or a ref/prompt by its prefixed name "
+                    "(mcp_{server}_{prompt})"
+                )
+                self._error(caller, request.id, "UNKNOWN_TOOL", message)
+                return
+        server = self._ready_server(caller, request.id, name)
+        if server is not None:
+            params = {"ref": request.ref, "argument": request.argument, "context": request.context}
+            self._fetch(
+                caller,
+                request.id,
+                server,
+                client,
+                request.timeout,
+                "completion/complete",
+                prefixed=request.server is None,
+                arguments=msgspec.Raw(encode(params)),
             )
 
     def answer(self, caller: bytes, request: Answer) -> None:

@@ -21,6 +21,7 @@ import trio
 
 from supervisor._zmq import TrioSocket, Unroutable
 from supervisor.calls import CallTable
+from supervisor.interests import Interests
 from supervisor.keeper import Keeper
 from supervisor.protocol import (
     Ask,
@@ -30,9 +31,11 @@ from supervisor.protocol import (
     InvokeFailed,
     InvokeProgress,
     InvokeResult,
+    Logged,
     Ready,
     Started,
     ToolsChanged,
+    Updated,
     WorkerEvent,
     decode_worker_event,
     is_error_code,
@@ -54,13 +57,18 @@ class WorkerLink:
         reply: Callable[[bytes, FrontReply], None],
         repeats: Repeats,
         settled: Callable[[], None],
+        ready: Callable[[Keeper, bytes, Ready], None],
+        interests: Interests,
     ) -> None:
-        """``reply`` relays progress to callers; ``settled`` hears that a call was answered."""
+        """``reply`` relays progress to callers; ``settled`` hears that a call was answered; ``ready``
+        hands a worker's ``Ready`` on; ``interests`` hears what servers say."""
         self.socket: TrioSocket | None = None
         self._calls = calls
         self._reply = reply
         self._repeats = repeats
         self._settled = settled
+        self._interests = interests
+        self._ready = ready
         self._by_identity: dict[bytes, Keeper] = {}
 
     def attach(self, identity: bytes, keeper: Keeper) -> None:
@@ -135,10 +143,14 @@ class WorkerLink:
             case Started(server_pid=pid):
                 keeper.started(pid)
             case Ready():
-                keeper.ready(event)
+                self._ready(keeper, worker, event)
             case ToolsChanged():
                 keeper.tools_changed(event)
             case Heartbeat():
                 keeper.heartbeat_answered()
+            case Logged():
+                self._interests.logged(keeper.name, event)
+            case Updated(uri=uri):
+                self._interests.updated(keeper.name, uri)
             case _:
                 assert_never(event)

@@ -57,6 +57,7 @@ from supervisor.protocol import (
     Answered,
     ErrorCode,
     Fetch,
+    Interest,
     Invoke,
     InvokeProgress,
     InvokeResult,
@@ -68,6 +69,7 @@ from supervisor.protocol import (
 from supervisor.schemas import validator
 from workers.asking import CURRENT_CALL, Asking, Running
 from workers.catalog import Catalog, CatalogError
+from workers.interest import Interests
 from workers.link import Link
 from workers.progress import ProgressRelay
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
@@ -99,8 +101,11 @@ class Calls:
         server: StdioServer | None,
         catalog: Catalog,
         lost: Callable[[str], Awaitable[None]],
+        interests: Interests | None = None,
     ) -> None:
+        """``interests``: where each ``Interest`` goes (the server's log level and subscriptions)."""
         self._link = link
+        self._interests = interests
         self._tasks = tasks
         self._server = server  # for stdio servers: the hot path
         self._catalog = catalog
@@ -131,6 +136,10 @@ class Calls:
 
     def fetch(self, command: Fetch) -> None:
         self._start(self._serve_fetch, command)
+
+    def interest(self, command: Interest) -> None:
+        if self._interests is not None:
+            self._interests.want(command)
 
     def _start(self, serve: Callable[[Client, _C, Running], Awaitable[None]], command: _C) -> None:
         """Serve ``command`` in a task of its own, tracked by its call id while it runs."""
@@ -294,8 +303,10 @@ class Calls:
         async def fetched() -> bytes:
             return encode(await self._catalog.fetch(client, fetch))
 
-        # A prompt's arguments are the caller's; other requests name nothing the caller can fix.
-        invalid: ErrorCode = "INVALID_ARGUMENTS" if fetch.method == "prompts/get" else "SERVER_ERROR"
+        # A prompt's (a completion's) arguments are the caller's; other requests name nothing it can fix.
+        invalid: ErrorCode = (
+            "INVALID_ARGUMENTS" if fetch.method in ("prompts/get", "completion/complete") else "SERVER_ERROR"
+        )
         await self._answer(running, what, what, fetch.budget, fetched, invalid)
 
     async def _answer(

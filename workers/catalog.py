@@ -1,4 +1,5 @@
-"""Resources and prompts of one worker's server: listings (every page), reads and prompt gets.
+"""Resources and prompts of one worker's server: listings (every page), reads, prompt gets and
+argument completions.
 
 Above: ``workers.calls``, which runs each ``Fetch`` under its budget and maps the SDK's
 errors to codes. Below: the worker's ``mcp.Client`` session.
@@ -14,14 +15,23 @@ says so, without asking the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, assert_never
+from typing import Any, Literal, TypeVar, assert_never
 
 import msgspec
 import pydantic
 from mcp import Client
-from mcp_types import GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate
+from mcp_types import (
+    GetPromptResult,
+    Prompt,
+    PromptReference,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    ResourceTemplateReference,
+)
 
 from supervisor.protocol import (
+    Completion,
     ErrorCode,
     Fetch,
     PromptInfo,
@@ -63,7 +73,9 @@ class Catalog:
         self._warnings: dict[str, Warnings] = {}  # by list method
         self._prompt_names: dict[str, str] = {}  # prefixed -> the server's name, from the last listing
 
-    async def fetch(self, client: Client, fetch: Fetch) -> list[Entry] | ResourceResult | PromptResult:
+    async def fetch(
+        self, client: Client, fetch: Fetch
+    ) -> list[Entry] | ResourceResult | PromptResult | Completion:
         """Serve one ``Fetch``; raises ``CatalogError``, or what the SDK raises."""
         match fetch.method:
             case "resources/list":
@@ -76,6 +88,8 @@ class Catalog:
                 return await self.read(client, fetch.target)
             case "prompts/get":
                 return await self.get_prompt(client, fetch.target, fetch.prefixed, fetch.arguments)
+            case "completion/complete":
+                return await self.complete(client, fetch.prefixed, fetch.arguments)
             case _:
                 assert_never(fetch.method)
 
@@ -160,6 +174,31 @@ class Catalog:
         original = await self._resolve(client, name, prefixed)
         return to_prompt_result(await client.get_prompt(original, values))
 
+    async def complete(self, client: Client, prefixed: bool, params: msgspec.Raw) -> Completion:
+        """``completion/complete`` with the caller's params (a prefixed prompt name given back its
+        server's own); a server without the completions capability is not asked."""
+        if client.server_capabilities.completions is None:
+            raise CatalogError("BAD_REQUEST", "the server offers no completions (no completions capability)")
+        try:
+            wanted = msgspec.msgpack.decode(params, type=_CompleteParams)
+        except msgspec.DecodeError as exc:
+            raise CatalogError("INVALID_ARGUMENTS", f"completion/complete: {exc}") from None
+        ref: PromptReference | ResourceTemplateReference
+        if wanted.ref.type == "ref/prompt":
+            if not wanted.ref.name:
+                raise CatalogError("INVALID_ARGUMENTS", "completion/complete: a ref/prompt needs a name")
+            ref = PromptReference(
+                type="ref/prompt", name=await self._resolve(client, wanted.ref.name, prefixed)
+            )
+        else:
+            if not wanted.ref.uri:
+                raise CatalogError("INVALID_ARGUMENTS", "completion/complete: a ref/resource needs a uri")
+            ref = ResourceTemplateReference(type="ref/resource", uri=wanted.ref.uri)
+        context = wanted.context.arguments if wanted.context is not None else None
+        argument = {"name": wanted.argument.name, "value": wanted.argument.value}
+        result = (await client.complete(ref, argument, context)).completion
+        return Completion(values=result.values, total=result.total, has_more=result.has_more)
+
     async def _resolve(self, client: Client, name: str, prefixed: bool) -> str:
         """The server's own name of a prompt; listed again when the last listing does not have it."""
         for attempt in range(2):
@@ -170,6 +209,29 @@ class Catalog:
             if attempt == 0:
                 await self.prompts(client)
         raise CatalogError("UNKNOWN_TOOL", f"no prompt named {name!r}")
+
+
+class _Reference(msgspec.Struct):
+    type: Literal["ref/prompt", "ref/resource"]
+    name: str = ""
+    uri: str = ""
+
+
+class _Argument(msgspec.Struct):
+    name: str
+    value: str
+
+
+class _Context(msgspec.Struct):
+    arguments: dict[str, str] | None = None
+
+
+class _CompleteParams(msgspec.Struct):
+    """The params of ``completion/complete`` as the supervisor relays them (msgpack, JSON's shape)."""
+
+    ref: _Reference
+    argument: _Argument
+    context: _Context | None = None
 
 
 def _prompt_arguments(raw: msgspec.Raw) -> dict[str, str]:

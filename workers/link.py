@@ -27,6 +27,7 @@ from supervisor.protocol import (
     ErrorCode,
     Fetch,
     Heartbeat,
+    Interest,
     Invoke,
     InvokeFailed,
     WorkerEvent,
@@ -47,6 +48,7 @@ class Commands(Protocol):
     def fetch(self, command: Fetch) -> None: ...
     def abort(self, command: Abort) -> None: ...
     def answered(self, command: Answered) -> None: ...
+    def interest(self, command: Interest) -> None: ...
 
 
 class Link:
@@ -87,6 +89,8 @@ class Link:
                         commands.abort(command)
                     case Answered():
                         commands.answered(command)
+                    case Interest():
+                        commands.interest(command)
                     case Heartbeat():
                         self._socket.send_nowait([HEARTBEAT])
                     case _:

@@ -36,7 +36,12 @@ import trio
 from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.shared.exceptions import MCPError
-from mcp_types import Implementation, ToolListChangedNotification
+from mcp_types import (
+    Implementation,
+    LoggingMessageNotification,
+    ResourceUpdatedNotification,
+    ToolListChangedNotification,
+)
 from pydantic import ValidationError
 
 from supervisor import __version__
@@ -46,6 +51,7 @@ from supervisor.protocol import Ready, Started, ToolsChanged, WorkerTool
 from workers import sdk
 from workers.calls import Calls
 from workers.catalog import Catalog
+from workers.interest import Interests
 from workers.link import Link
 from workers.listing import ListingFailed, Pager
 from workers.logs import StderrRelay, one_line
@@ -73,6 +79,7 @@ class Worker:
         self.requests = ServerRequests(boot.spec)  # what the server asks of us: roots, input, sampling
         self.tools = ToolWatch(boot.server, self._pager, boot.spec.refresh_interval)
         self.catalog = Catalog(boot.server, self._pager)  # resources and prompts
+        self.interests = Interests(link.send)  # its log level and resource subscriptions
         self._scope = trio.CancelScope()
 
     async def run(self) -> int:
@@ -93,7 +100,9 @@ class Worker:
             transport = connect_remote(spec, self.http, self._oauth())
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
-            calls = Calls(self.link, nursery, self.server, self.catalog, self._connection_closed)
+            calls = Calls(
+                self.link, nursery, self.server, self.catalog, self._connection_closed, self.interests
+            )
             self.requests.ask_caller = calls.asking.ask  # a caller's own handlers answer first
             nursery.start_soon(self._watch_lifeline)
             if self.server is not None:
@@ -117,8 +126,15 @@ class Worker:
                     tools = await self.tools.list_all(client)
                     calls.ready(client, tools)
                     server_pid = self.server.pid if self.server is not None else None
+                    capability = client.server_capabilities.tools
+                    changes = capability is not None and bool(capability.list_changed)
                     self.link.send(
-                        Ready(tools=tools, server_pid=server_pid, server_name=_server_name(client))
+                        Ready(
+                            tools=tools,
+                            server_pid=server_pid,
+                            server_name=_server_name(client),
+                            tools_change=changes,
+                        )
                     )
                     phase = ""
 
@@ -130,6 +146,7 @@ class Worker:
                         session_tasks.start_soon(
                             self.tools.follow, client, tools, session_tasks, tools_changed
                         )
+                        session_tasks.start_soon(self.interests.follow, client)
                         await self._keep_alive(client)
             except* Exception as group:  # SDK task groups wrap them
                 if not await self._session_failed(phase, first_leaf(group)):
@@ -204,9 +221,13 @@ class Worker:
 
     async def _on_message(self, message: object) -> None:
         """The session's messages outside requests: a tool list change (handshake-era servers notify
-        this way); transport failures, kept to explain what follows."""
+        this way), a log message, a resource update; transport failures, kept to explain what follows."""
         if isinstance(message, ToolListChangedNotification):
             self.tools.changed()
+        elif isinstance(message, LoggingMessageNotification):
+            self.interests.logged(message)
+        elif isinstance(message, ResourceUpdatedNotification):
+            self.interests.updated(str(message.params.uri))
         elif isinstance(message, Exception):
             self.http.note(message)
             log.debug("transport: %s: %s", type(message).__name__, message)

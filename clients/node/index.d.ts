@@ -61,6 +61,39 @@ export interface CallOptions {
   throwOnToolError?: boolean;
 }
 
+/** A reference to what is completed: a prompt (its registry name, or the server's own with `server`) or a resource template. */
+export type CompletionRef = { type: "ref/prompt"; name: string } | { type: "ref/resource"; uri: string };
+
+export interface CompletionArgument {
+  /** The argument's name. */
+  name: string;
+  /** The value typed so far. */
+  value: string;
+}
+
+export interface CompleteOptions {
+  /** The other arguments' values, by name. */
+  context?: Record<string, string> | null;
+  /** The server to ask; default: the one a ref/prompt's registry name names (a ref/resource needs it). */
+  server?: string | null;
+  /** The budget in seconds (> 0); without it the server's `toolTimeout` applies. */
+  timeout?: number;
+  /** Aborting it sends Cancel and rejects with a CancelledError. */
+  signal?: AbortSignal;
+}
+
+export interface Completion {
+  /** The completions, at most 100. */
+  values: string[];
+  /** How many there are in all, if the server said. */
+  total: number | null;
+  /** Whether there are more than `values`, if the server said. */
+  hasMore: boolean | null;
+}
+
+/** MCP's log levels, least severe first. */
+export type LogLevel = "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
+
 /** A server's state: "starting", "ready", "restarting", "failed", "stopped", "needs-login", or a newer one. */
 export type WorkerState = string;
 
@@ -134,11 +167,33 @@ export interface RegistryVersion {
   version: number;
 }
 
-export type SupervisorEvent = RegistryChanged | StateChanged | RegistryVersion;
+/** A server's log message (topic "log"): only to a watch with `messages`, once `setLogLevel` asked for them. */
+export interface ServerMessage {
+  topic: string;
+  type: "ServerMessage";
+  server: string;
+  level: LogLevel;
+  /** The logger the server named ("": none). */
+  logger: string;
+  /** The message: any JSON value (one over 64 KiB is cut to a string saying so). */
+  data: unknown;
+}
+
+/** A resource subscribed to (`subscribe`) changed: read it again (topic "resource"; a watch with `messages`). */
+export interface ResourceUpdated {
+  topic: string;
+  type: "ResourceUpdated";
+  server: string;
+  uri: string;
+}
+
+export type SupervisorEvent = RegistryChanged | StateChanged | RegistryVersion | ServerMessage | ResourceUpdated;
 
 export interface WatchOptions {
-  /** "registry", "state", "version"; default: every event. */
-  topics?: string[];
+  /** "registry", "state", "version", "log", "resource" ("" for every one); default: "registry", "state", "version". */
+  topics?: readonly string[];
+  /** Also the servers' log messages and resource updates (topics "log" and "resource"). */
+  messages?: boolean;
   signal?: AbortSignal;
   /** The events endpoint; default: asked of the supervisor (GetStatus). */
   endpoint?: string;
@@ -168,6 +223,13 @@ export class SupervisorClient {
   restart(server: string): Promise<void>;
   stop(server: string): Promise<void>;
   start(server: string): Promise<void>;
+  /** Completions for an argument of a prompt or a resource template. */
+  complete(ref: CompletionRef, argument: CompletionArgument, options?: CompleteOptions): Promise<Completion>;
+  /** Ask for servers' log messages from `level` up ("" withdraws this connection's wish); default: every server. */
+  setLogLevel(level: LogLevel | "", options?: { server?: string | null }): Promise<void>;
+  /** Hear when a resource changes: ResourceUpdated events to a watch with `messages`. */
+  subscribe(server: string, uri: string): Promise<void>;
+  unsubscribe(server: string, uri: string): Promise<void>;
   watchEvents(options?: WatchOptions): EventStream;
   /** Close the connection and every event stream; requests in flight reject with CLOSED. */
   close(): void;
@@ -198,6 +260,7 @@ export class OverloadedError extends SupervisorError {}
 export class BadRequestError extends SupervisorError {}
 export class InternalError extends SupervisorError {}
 export class CancelledError extends SupervisorError {}
+/** No supervisor at the endpoint, or (in a long wait) one that stopped answering the liveness Ping. */
 export class UnreachableError extends SupervisorError {}
 export class ProtocolError extends SupervisorError {}
 export class MessageTooLargeError extends SupervisorError {}
@@ -207,6 +270,11 @@ export function errorFromReply(code: string, message: string, id: number): Super
 export function defaultEndpoint(given?: string, env?: Record<string, string | undefined>): string;
 export function loadKeys(dir: string): CurveKeys;
 
+export const LOG_LEVELS: readonly LogLevel[];
+/** Seconds of silence in a long wait (over 10 s) before the client pings the supervisor. */
+export const LIVENESS_AFTER: number;
+/** Seconds that ping has to be answered; else the long waits end UNREACHABLE. */
+export const LIVENESS_WAIT: number;
 export const MAX_MESSAGE_SIZE: number;
 export const MAX_ARGUMENT_DEPTH: number;
 export const REPLY_MARGIN: number;

@@ -44,6 +44,13 @@ def _check(args: argparse.Namespace) -> None:
         )
     if args.config and not Path(args.config).expanduser().is_file():
         raise CliError(f"--config {args.config}: no such file", ExitCode.USAGE)
+    if args.server:
+        if args.search:
+            raise CliError("--server and --search do not go together (--server keeps names)", ExitCode.USAGE)
+        if args.servers and {s.strip() for s in args.servers.split(",") if s.strip()} != {args.server}:
+            raise CliError(
+                f"--server {args.server} serves that server only: leave out --servers", ExitCode.USAGE
+            )
 
 
 def _options(args: argparse.Namespace) -> FacadeOptions:
@@ -52,8 +59,13 @@ def _options(args: argparse.Namespace) -> FacadeOptions:
 
     servers = frozenset(s.strip() for s in args.servers.split(",") if s.strip()) if args.servers else None
     globs = tuple(g.strip() for value in args.tools or () for g in value.split(",") if g.strip())
+    single = args.server or None
+    if single is not None:
+        servers = frozenset({single})
     view = View(servers=servers, tools=globs)
-    return FacadeOptions(view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait)
+    return FacadeOptions(
+        view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait, single=single
+    )
 
 
 def _launcher(args: argparse.Namespace) -> Launcher | None:
@@ -171,7 +183,7 @@ def _command(args: argparse.Namespace) -> list[str]:
     # The endpoint as resolved here, where the user's environment is: a host starts the facade with
     # only a few variables of its own (no XDG_RUNTIME_DIR, no MCP_SUPERVISOR_ENDPOINT).
     command += ["--endpoint", resolve_endpoint(args.endpoint)]
-    for flag in ("keys", "servers"):
+    for flag in ("keys", "servers", "server"):
         value = getattr(args, flag)
         if value:
             command += [f"--{flag}", value]
@@ -191,6 +203,7 @@ def cmd_host_config(args: argparse.Namespace) -> int:
             ExitCode.USAGE,
         )
     launch = Launch(url=args.url, token_env=args.token_env) if args.url else Launch(command=_command(args))
-    print(entry(args.host, args.name, launch))
+    name = args.name or args.server or "mcp-supervisor"
+    print(entry(args.host, name, launch))
     print(f"\n{where(args.host)}", file=sys.stderr)
     return 0

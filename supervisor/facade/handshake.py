@@ -127,7 +127,7 @@ def _initialize(params: dict[str, Any]) -> dict[str, Any] | None:
     if not _client_info(params["clientInfo"]):
         return None
     return {
-        "capabilities": _server_capabilities(subscribe=False),
+        "capabilities": _server_capabilities(),
         "instructions": INSTRUCTIONS,
         "protocolVersion": requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
         "serverInfo": _server_info(),
@@ -154,7 +154,7 @@ def _discover(params: dict[str, Any]) -> dict[str, Any] | None:
         return None
     return {
         "cacheScope": "private",
-        "capabilities": _server_capabilities(subscribe=True),
+        "capabilities": _server_capabilities(),
         "instructions": INSTRUCTIONS,
         "resultType": "complete",
         "supportedVersions": list(MODERN_VERSIONS),
@@ -163,12 +163,14 @@ def _discover(params: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _server_capabilities(*, subscribe: bool) -> dict[str, Any]:
-    """What the facade's SDK server declares: its lists change (and hosts hear it); on 2026-07-28,
-    where changes are heard on ``subscriptions/listen``, resources may be subscribed to as well."""
+def _server_capabilities() -> dict[str, Any]:
+    """What the facade's SDK server declares, in either era: its lists change (and hosts hear it),
+    resources may be subscribed to, and it serves log levels and completions."""
     return {
+        "completions": {},
+        "logging": {},
         "prompts": {"listChanged": True},
-        "resources": {"listChanged": True, "subscribe": subscribe},
+        "resources": {"listChanged": True, "subscribe": True},
         "tools": {"listChanged": True},
     }
 

@@ -10,6 +10,11 @@ has no request in flight (an open event stream counts as one) is ended to make r
 it comes back, gets 404 and starts a new session, as the transport says it must. Only when every
 session is busy is a new one refused. At most ``MAX_SESSIONS`` are open, which bounds the memory a
 flood of sessions can take.
+
+Each session keeps what it sent on its event streams (``supervisor.facade.replay``, every session's
+within one bound), so a host whose stream broke resumes it with ``Last-Event-ID`` and misses nothing;
+sessions of 2025-11-25 and later get a priming event with ``retry`` (``RETRY_MS``) on each stream,
+whatever version a request's header claims (the SDK goes by the header alone).
 """
 
 from __future__ import annotations
@@ -21,18 +26,21 @@ from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from supervisor.facade.replay import Ledger, Replay
 from supervisor.repeats import Repeats
 
-__all__ = ["MAX_SESSIONS", "Sessions", "session_app"]
+__all__ = ["MAX_SESSIONS", "RETRY_MS", "Sessions", "session_app"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
 MAX_SESSIONS: Final = 1000  # host sessions open at once (each a transport and a server task)
+RETRY_MS: Final = 1000  # milliseconds a host waits before it resumes a broken event stream
 
 
 class Sessions(StreamableHTTPSessionManager):
@@ -42,12 +50,18 @@ class Sessions(StreamableHTTPSessionManager):
         super().__init__(app, **options)
         self._used: dict[str, None] = {}  # open sessions' ids, least recently used first
         self._repeats = Repeats(log)
+        self.ledger = Ledger()  # every session's events kept for resumption
+        self._versions: dict[str, str] = {}  # open sessions' newest protocol version seen in a header
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
-        session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+        headers = Headers(scope=scope)
+        session_id = headers.get(MCP_SESSION_ID_HEADER)
         if session_id is not None and session_id in self._used:
             del self._used[session_id]
             self._used[session_id] = None  # the most recently used now
+            version = headers.get(MCP_PROTOCOL_VERSION_HEADER, "")
+            if len(version) == 10 and version > self._versions.get(session_id, ""):  # YYYY-MM-DD
+                self._versions[session_id] = version
         await super()._handle_stateful_request(scope, receive, send)
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
@@ -56,7 +70,18 @@ class Sessions(StreamableHTTPSessionManager):
         transport = super()._admit_session(requestor)
         if transport is not None and transport.mcp_session_id is not None:
             self._used[transport.mcp_session_id] = None
+            transport._event_store = Replay(self.ledger)  # its own: no session replays another's events
+            transport._mint_priming_event = self._priming(transport)  # type: ignore[method-assign]
         return transport
+
+    def _priming(self, transport: StreamableHTTPServerTransport) -> Any:
+        """The transport's priming, by the session's protocol version rather than the request's header."""
+        mint, session_id = transport._mint_priming_event, transport.mcp_session_id or ""
+
+        async def priming(stream_id: str, protocol_version: str) -> Any:
+            return await mint(stream_id, max(protocol_version, self._versions.get(session_id, "")))
+
+        return priming
 
     def _end_least_recently_used(self) -> None:
         for session_id in self._used:
@@ -78,12 +103,13 @@ class Sessions(StreamableHTTPSessionManager):
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self._used.pop(session_id, None)
+        self._versions.pop(session_id, None)
         await super()._discard_session(session_id, transport)
 
 
 def session_app(server: Any, path: str, security: TransportSecuritySettings) -> Starlette:
     """``server`` (the SDK's low-level server) on streamable HTTP at ``path``, with ``Sessions``."""
-    manager = Sessions(server, security_settings=security, max_sessions=MAX_SESSIONS)
+    manager = Sessions(server, security_settings=security, max_sessions=MAX_SESSIONS, retry_interval=RETRY_MS)
     return Starlette(
         routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))],
         lifespan=lambda app: manager.run(),

@@ -6,7 +6,9 @@ the link to the supervisor (``supervisor.facade.upstream``).
 A host reads a resource by its URI alone, where the supervisor addresses it by server and URI: the
 facade remembers which server listed each URI (the first, when two list the same one) and which
 server's templates a URI fits, listing again when it meets a URI it does not know. Prompts keep the
-prefixed names the supervisor gives them (``mcp_{server}_{prompt}``). While no supervisor answers, a
+prefixed names the supervisor gives them (``mcp_{server}_{prompt}``), but on a facade of one server
+(``single``), which keeps the server's own. ``completion/complete`` goes to the server of the prompt
+or resource template it names. While no supervisor answers, a
 listing is empty (the host hears of the change when one answers); a read or a prompt is an error
 saying why.
 
@@ -121,14 +123,19 @@ def _omit_none(entry: dict[str, Any]) -> dict[str, Any]:
 class Catalog:
     """The facade's resources and prompts handlers, and the URI and prompt-name -> server maps they need."""
 
-    def __init__(self, view: View, upstream: Callable[[], Upstream], hosts: Hosts) -> None:
-        """``hosts``: reads and prompts go as the host session's own client (listings are shared)."""
+    def __init__(
+        self, view: View, upstream: Callable[[], Upstream], hosts: Hosts, *, single: str | None = None
+    ) -> None:
+        """``hosts``: reads and prompts go as the host session's own client (listings are shared);
+        ``single``: the one server whose prompts keep their own names."""
         self._view = view
+        self._single = single
         self._upstream = upstream
         self._hosts = hosts
         self._uris: dict[str, str] | None = None  # URI -> server, as last listed
         self._templates: list[tuple[re.Pattern[str], str]] | None = None  # pattern -> server
-        self._prompts: dict[str, str] | None = None  # prefixed name -> server
+        self._template_servers: dict[str, str] = {}  # URI template -> server (the first to list it)
+        self._prompts: dict[str, str] | None = None  # the name hosts see -> server
         self._warned: set[str] = set()  # entries left out of a listing that were warned about
 
     def forget(self) -> None:
@@ -148,12 +155,20 @@ class Catalog:
     async def _resource_templates(self) -> list[ResourceTemplateInfo]:
         entries = [t for t in await self._list("templates") if self._view.shows_server(t.server)]
         self._templates = [(template_pattern(t.uri_template), t.server) for t in entries]
+        servers: dict[str, str] = {}
+        for entry in entries:
+            servers.setdefault(entry.uri_template, entry.server)
+        self._template_servers = servers
         return entries
 
     async def _prompt_infos(self) -> list[PromptInfo]:
         entries = [p for p in await self._list("prompts") if self._view.shows_server(p.server)]
-        self._prompts = {p.name: p.server for p in entries}
+        self._prompts = {self._name(p): p.server for p in entries}
         return entries
+
+    def _name(self, prompt: PromptInfo) -> str:
+        """The name a host sees: the prefixed one, or the server's own on a facade of one server."""
+        return prompt.original_name if self._single else prompt.name
 
     async def _list(self, what: str) -> list[Any]:
         upstream = self._upstream()
@@ -214,7 +229,7 @@ class Catalog:
         prompts = [
             _omit_none(
                 {
-                    "name": p.name,
+                    "name": self._name(p),
                     "title": p.title,
                     "description": p.description,
                     "arguments": p.arguments or None,
@@ -226,7 +241,8 @@ class Catalog:
 
     # ------------------------------------------------------------ reads
 
-    async def _server_of_uri(self, uri: str) -> str | None:
+    async def server_of_uri(self, uri: str) -> str | None:
+        """The server that lists ``uri``, or has a template it fits (None: none does)."""
         for attempt in range(2):  # what was listed before, else list again
             if self._uris is None or attempt:
                 await self._resources()
@@ -244,7 +260,7 @@ class Catalog:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> dict[str, Any]:
         uri = str(params.uri)
-        server = await self._server_of_uri(uri)
+        server = await self.server_of_uri(uri)
         if server is None:
             raise MCPError(
                 types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
@@ -256,16 +272,52 @@ class Catalog:
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> dict[str, Any]:
         name = params.name
+        server = await self._server_of_prompt(name)
+        arguments = {key: str(value) for key, value in (params.arguments or {}).items()}
+        own = server if self._single else None  # the server's own name, then
+        result = await self._fetch(ctx, lambda client: client.get_prompt(name, arguments, server=own))
+        wire = _omit_none({"description": result.description, "messages": result.messages})
+        return _checked(ctx, "prompts/get", wire, server)
+
+    async def _server_of_prompt(self, name: str) -> str:
         if self._prompts is None or name not in self._prompts:
             await self._prompt_infos()
         assert self._prompts is not None
         if name not in self._prompts:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}")
-        server = self._prompts[name]
-        arguments = {key: str(value) for key, value in (params.arguments or {}).items()}
-        result = await self._fetch(ctx, lambda client: client.get_prompt(name, arguments))
-        wire = _omit_none({"description": result.description, "messages": result.messages})
-        return _checked(ctx, "prompts/get", wire, server)
+        return self._prompts[name]
+
+    # ------------------------------------------------------------ completions
+
+    async def completion(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> dict[str, Any]:
+        """``completion/complete``, to the server of the prompt or resource template it names."""
+        ref = params.ref
+        server: str | None
+        if isinstance(ref, types.PromptReference):
+            server = await self._server_of_prompt(ref.name)
+            wire = {"type": "ref/prompt", "name": ref.name}
+            named = server if self._single else None  # else the prefixed name says which
+        else:
+            template = str(ref.uri)
+            server = self._template_servers.get(template)
+            if server is None:
+                await self._resource_templates()
+                server = self._template_servers.get(template)
+            if server is None:
+                raise MCPError(types.INVALID_PARAMS, f"Unknown resource template: {template}")
+            wire = {"type": "ref/resource", "uri": template}
+            named = server
+        argument = (params.argument.name, params.argument.value)
+        context = params.context.arguments if params.context is not None else None
+        result = await self._fetch(ctx, lambda client: client.complete(wire, argument, context, server=named))
+        completion: dict[str, Any] = {"values": result.values[:100]}
+        if result.total is not None:
+            completion["total"] = result.total
+        if result.has_more is not None:
+            completion["hasMore"] = result.has_more
+        return complete(ctx, {"completion": completion})
 
     async def _fetch(self, ctx: ServerRequestContext[Any, Any], request: Callable[[Any], Any]) -> Any:
         upstream = self._upstream()

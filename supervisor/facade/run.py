@@ -57,7 +57,12 @@ def _facade(
 ) -> tuple[Facade, Upstream]:
     facade = Facade(options)
     upstream = Upstream(
-        endpoint, keys=keys, changed=facade.changed, launcher=launcher, list_wait=options.list_wait
+        endpoint,
+        keys=keys,
+        changed=facade.changed,
+        launcher=launcher,
+        list_wait=options.list_wait,
+        heard=facade.relay.heard,
     )
     facade.upstream = upstream
     return facade, upstream

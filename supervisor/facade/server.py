@@ -10,6 +10,12 @@ that search the registry and call a tool by name), every ready server's resource
 templates and prompts, and a list-changed notification whenever those change (handshake-era hosts
 get ``notifications/*/list_changed``; 2026-07-28 hosts get them on ``subscriptions/listen``).
 
+A host also gets the servers' log messages (``logging/setLevel``), argument completions
+(``completion/complete``, routed to the server of the prompt or resource template) and resource
+updates (``resources/subscribe``; ``subscriptions/listen`` with resource URIs on 2026-07-28), through
+``supervisor.facade.relay``. With ``single``, the facade serves one server under the server's own
+names (tools and prompts unprefixed), so a host config that names them works unchanged.
+
 How calls map (``tools/call``): routed through the supervisor with its deadline; the host's
 ``notifications/cancelled`` cancels the routed call (the stub sends ``Cancel``, and the server gets its
 own ``notifications/cancelled``); the server's progress reaches the host under the host's token; the
@@ -20,6 +26,7 @@ the server and what happened; an unknown tool and bad arguments are JSON-RPC err
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import warnings
@@ -50,10 +57,12 @@ from supervisor.client import AsyncSupervisorClient
 from supervisor.errors import SupervisorError
 from supervisor.facade.callers import Hosts
 from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
+from supervisor.facade.relay import Relay
 from supervisor.facade.resources import Catalog, complete, listable, refusal
 from supervisor.facade.upstream import Change, SupervisorGone, Upstream
 from supervisor.facade.views import SearchIndex, View
 from supervisor.protocol import ToolInfo, ToolResult
+from supervisor.registry import free_name
 
 __all__ = ["CALL_TOOL", "SEARCH_TOOL", "Facade", "FacadeOptions"]
 
@@ -102,6 +111,7 @@ class FacadeOptions:
     timeout: float | None = None  # seconds a routed call may take (None: the server's toolTimeout)
     list_wait: float = 30.0  # seconds the first listing waits for a supervisor and its servers' first starts
     search_limit: int = 10  # tools a search returns when the host gives no limit
+    single: str | None = None  # serve this one server under its own names (no mcp_{server}_ prefix)
 
 
 class Facade:
@@ -113,13 +123,18 @@ class Facade:
         self._bus = InMemorySubscriptionBus()
         self._heard: dict[int, ServerSession] = {}  # handshake-era connections, by first request's session
         self._hosts = Hosts()  # each host connection a client of its own, answering its server's requests
+        self._tasks: anyio.abc.TaskGroup | None = None  # the facade's own background tasks
         self._generation = 0  # grows with every change of the tools
         self._untold = Change()  # changes noted and not told to hosts yet
         self._wake = anyio.Event()  # set when there are
         self._listing: tuple[int, str, list[dict[str, Any]]] | None = None  # (generation, version, tools)
         self._warned: set[str] = set()  # tools left out of a listing that were warned about
         self._index: tuple[int, SearchIndex] | None = None
-        self._catalog = Catalog(options.view, self._client, self._hosts)
+        self._originals: tuple[int, dict[str, str]] | None = None  # with single: (version, name -> prefixed)
+        self._catalog = Catalog(options.view, self._client, self._hosts, single=options.single)
+        self.relay = Relay(lambda: self._heard, self._forget, self._bus, single=options.single)
+        self._listen_handler = ListenHandler(self._bus)
+        self._listens = itertools.count(1)  # keys of 2026-07-28 listen streams (negative: no session)
         # Named and described as the stdio facade's first answer says (before the SDK is loaded).
         self.server: Server[Any] = _FacadeServer(
             SERVER_NAME,
@@ -129,7 +144,7 @@ class Facade:
             # Never fresh for long: the registry changes when servers restart (hosts are told, too).
             cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in _CACHED},
             on_call_tool=self._call_tool,
-            on_subscriptions_listen=ListenHandler(self._bus),
+            on_subscriptions_listen=self._listen,
         )
         # Listings and reads relay JSON as the servers sent it (the SDK still checks it on the way out).
         paginated = types.PaginatedRequestParams
@@ -140,6 +155,10 @@ class Facade:
         add("resources/read", types.ReadResourceRequestParams, self._catalog.read_resource)
         add("prompts/list", paginated, self._catalog.list_prompts)
         add("prompts/get", types.GetPromptRequestParams, self._catalog.get_prompt)
+        add("completion/complete", types.CompleteRequestParams, self._catalog.completion)
+        add("logging/setLevel", types.SetLevelRequestParams, self._set_level)
+        add("resources/subscribe", types.SubscribeRequestParams, self._subscribe)
+        add("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe)
         # Only ours: the SDK's default OpenTelemetry middleware costs every message and exports nothing here.
         self.server.middleware = [self._hear_connections]
 
@@ -159,9 +178,9 @@ class Facade:
         of changes; a request whose params do not fit its method is told which (the SDK's own error
         names nothing)."""
         if ctx.method == "notifications/initialized":
-            self._heard[id(ctx.session)] = ctx.session
+            self._heard[host_key(ctx)] = ctx.session
             while len(self._heard) > MAX_CONNECTIONS_HEARD:
-                del self._heard[next(iter(self._heard))]
+                self._forget(next(iter(self._heard)))
         try:
             return await call_next(ctx)
         except ValidationError as exc:
@@ -189,9 +208,11 @@ class Facade:
     ) -> None:
         """Tell every host of the changes noted, the way its protocol version hears them: each round
         sends to every connection at once, each bounded by ``NOTIFY_TIMEOUT`` (a host that does not read
-        delays no other, and no round outlasts it)."""
+        delays no other, and no round outlasts it). The servers' messages go by ``relay``."""
         async with anyio.create_task_group() as tasks:
             self._hosts.tasks = tasks  # 2026-07-28 hosts' calls that wait for their retry run here
+            self._tasks = tasks
+            await tasks.start(self.relay.run)
             task_status.started()
             await self._tell_forever()
 
@@ -220,7 +241,88 @@ class Facade:
                     await session.send_prompt_list_changed()
         except Exception as exc:  # boundary: a host that went away or stalls is forgotten, the others told
             log.debug("a host connection is gone (%s: %s); forgotten", type(exc).__name__, exc)
-            self._heard.pop(key, None)
+            self._forget(key)
+
+    def _forget(self, key: int) -> None:
+        """A host connection is gone: forgotten, and what it asked for withdrawn (in the background)."""
+        self._heard.pop(key, None)
+        level, dropped = self.relay.gone(key)
+        if (level is not None or dropped) and self._tasks is not None:
+            self._tasks.start_soon(self._withdraw, level, dropped)
+
+    async def _withdraw(self, level: str | None, dropped: list[tuple[str, str]]) -> None:
+        with anyio.move_on_after(NOTIFY_TIMEOUT):
+            try:
+                if level is not None:
+                    await self._client().want_level(level, self.options.single)
+                for server, uri in dropped:
+                    await self._client().unsubscribe(server, uri)
+            except (SupervisorGone, SupervisorError) as exc:
+                log.debug("could not withdraw a gone host's wishes: %s", exc)
+
+    # ------------------------------------------------------------ logging and subscriptions
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> dict[str, Any]:
+        key = host_key(ctx)
+        self._heard.setdefault(key, ctx.session)
+        asked = self.relay.set_level(key, params.level)
+        if asked is not None:
+            try:
+                await self._client().want_level(asked, self.options.single)
+            except SupervisorGone:
+                pass  # asked of the supervisor when one answers
+            except SupervisorError as exc:
+                raise MCPError(types.INTERNAL_ERROR, f"{exc.code or 'ERROR'}: {exc.message or exc}") from exc
+        return complete(ctx, {})
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> dict[str, Any]:
+        key = host_key(ctx)
+        self._heard.setdefault(key, ctx.session)
+        await self._subscribe_to(key, str(params.uri))
+        return complete(ctx, {})
+
+    async def _subscribe_to(self, key: int, uri: str) -> None:
+        server = await self._catalog.server_of_uri(uri)
+        if server is None:
+            raise MCPError(
+                types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
+            )
+        if self.relay.subscribe(key, server, uri):
+            try:
+                await self._client().subscribe(server, uri)
+            except (SupervisorGone, SupervisorError) as exc:
+                self.relay.unsubscribe(key, server, uri)
+                raise MCPError(types.INTERNAL_ERROR, f"could not subscribe to {uri!r}: {exc}") from exc
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> dict[str, Any]:
+        uri = str(params.uri)
+        server = await self._catalog.server_of_uri(uri)
+        if server is not None and self.relay.unsubscribe(host_key(ctx), server, uri):
+            try:
+                await self._client().unsubscribe(server, uri)
+            except (SupervisorGone, SupervisorError) as exc:
+                log.debug("could not unsubscribe from %s: %s", uri, exc)
+        return complete(ctx, {})
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """A 2026-07-28 host's listen stream: its resource URIs subscribed to while it lasts."""
+        key = -next(self._listens)  # never a connection's key: updates reach it by the bus only
+        try:
+            for uri in params.notifications.resource_subscriptions or ():
+                await self._subscribe_to(key, uri)
+            return await self._listen_handler(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True):
+                _, dropped = self.relay.gone(key)
+                await self._withdraw(None, dropped)
 
     # ------------------------------------------------------------ tools
 
@@ -235,9 +337,15 @@ class Facade:
             await _tell_host(
                 ctx, "warning", f"{upstream.why}; the tools arrive when it answers (list_changed)"
             )
+        elif self.options.single is not None and not any(t.server == self.options.single for t in tools):
+            missing = await self._missing_server(upstream, self.options.single)
+            if missing:
+                log.warning("%s", missing)
+                await _tell_host(ctx, "warning", missing)
         listing, version = self._listing, ctx.protocol_version
         if listing is None or listing[:2] != (self._generation, version):
-            entries = [_tool_entry(tool) for tool in self.options.view.select(tools)]
+            single = self.options.single is not None
+            entries = [_tool_entry(tool, single) for tool in self.options.view.select(tools)]
             entries = listable(ctx, "tools/list", entries, self._warned)  # less what this host cannot take
             listing = self._listing = (self._generation, version, entries)
         return complete(ctx, {"tools": listing[2]})
@@ -256,6 +364,8 @@ class Facade:
             name, arguments = _call_by_name(arguments)
         upstream = self._client()
         await upstream.wait_reached(self.options.list_wait)
+        if self.options.single is not None:
+            name = self._prefixed(upstream, self.options.single, name)
         tool = upstream.find(name)
         if not self.options.view.may_call(name, tool):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
@@ -277,6 +387,27 @@ class Facade:
                 return await self._hosts.call(ctx, params, client, routed)
         except SupervisorGone as exc:
             return _error_result(f"UNAVAILABLE: {exc}")
+
+    @staticmethod
+    async def _missing_server(upstream: Upstream, server: str) -> str:
+        """Why a facade of one server shows no tools, when it is that the supervisor has no such server."""
+        try:
+            async with upstream.calling() as client:
+                names = [row.server for row in await client.status()]
+        except (SupervisorGone, SupervisorError):
+            return ""
+        if server in names:
+            return ""
+        return f"the supervisor has no server named {server!r} (servers: {', '.join(names) or 'none'})"
+
+    def _prefixed(self, upstream: Upstream, server: str, name: str) -> str:
+        """The registry's name of ``server``'s tool ``name`` (by the registry's own rule when it does
+        not list the tool now: its server restarting, say)."""
+        originals = self._originals
+        if originals is None or originals[0] != upstream.version:
+            table = {tool.original_name: tool.name for tool in upstream.listed() if tool.server == server}
+            originals = self._originals = (upstream.version, table)
+        return originals[1].get(name) or free_name(server, name, ())
 
     def _relayed(
         self, ctx: ServerRequestContext[Any, Any], tool: ToolInfo | None, result: ToolResult
@@ -322,8 +453,14 @@ class Facade:
 # ------------------------------------------------------------------ helpers
 
 
-def _tool_entry(tool: ToolInfo) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": tool.name, "inputSchema": tool.input_schema or {"type": "object"}}
+def host_key(ctx: ServerRequestContext[Any, Any]) -> int:
+    """The host connection a request came on (each request has a session object of its own)."""
+    return id(getattr(ctx.session, "_connection", ctx.session))
+
+
+def _tool_entry(tool: ToolInfo, original: bool = False) -> dict[str, Any]:
+    name = tool.original_name if original else tool.name
+    entry: dict[str, Any] = {"name": name, "inputSchema": tool.input_schema or {"type": "object"}}
     if tool.description:
         entry["description"] = tool.description
     if tool.title is not None:

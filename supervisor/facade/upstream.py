@@ -10,6 +10,11 @@ means it is gone (killed, stopped, restarting): every call in flight through the
 once with ``SupervisorGone``, the stub is closed, and the link dials again until a supervisor
 answers. Then the tools are listed again and ``changed`` is told, so the host lists them again.
 Nothing waits without a bound: while no supervisor answers, calls fail at once and saying why.
+
+The servers' log messages and resource updates (``ServerMessage``, ``ResourceUpdated``) go to
+``heard`` as they come. What the facade asked of the supervisor for its hosts (a log level, resource
+subscriptions: ``want_level``, ``subscribe``) is kept here and asked again of every supervisor the
+link reaches, so a supervisor that restarted still knows it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from supervisor.events import AsyncEventWatch
 from supervisor.facade.launch import Launcher
 from supervisor.keys import Keys
 from supervisor.paths import resolve_endpoint
-from supervisor.protocol import StateChanged, ToolInfo
+from supervisor.protocol import ResourceUpdated, ServerMessage, StateChanged, ToolInfo
 from supervisor.tool_cache import ToolTable
 
 __all__ = ["BEACON_LOSS", "Change", "SupervisorGone", "Upstream"]
@@ -66,9 +71,14 @@ class Upstream:
         changed: Callable[[Change], Awaitable[None]],
         launcher: Launcher | None = None,
         list_wait: float = LIST_WAIT,
+        heard: Callable[[ServerMessage | ResourceUpdated], None] = lambda _: None,
     ) -> None:
-        """``list_wait``: seconds a listing may wait for the supervisor's servers to finish starting."""
+        """``list_wait``: seconds a listing may wait for the supervisor's servers to finish starting;
+        ``heard``: each server log message and resource update (it must not block)."""
         self.endpoint = endpoint
+        self._heard = heard
+        self._level: tuple[str, str | None] = ("", None)  # the log level asked for, and of which server
+        self._subscriptions: set[tuple[str, str]] = set()  # (server, uri) asked for
         self._list_wait = list_wait
         self._keys = keys
         self._changed = changed
@@ -110,6 +120,15 @@ class Upstream:
     def find(self, name: str) -> ToolInfo | None:
         return self._table.tools.get(name)
 
+    @property
+    def version(self) -> int:
+        """The registry's version the tools are at (as last heard)."""
+        return self._table.version
+
+    def listed(self) -> list[ToolInfo]:
+        """The tools as last heard, without waiting."""
+        return list(self._table.tools.values())
+
     @asynccontextmanager
     async def calling(self) -> AsyncIterator[AsyncSupervisorClient]:
         """The client to make one request with; ``SupervisorGone`` when there is none, or when the
@@ -126,6 +145,34 @@ class Upstream:
         if scope in self._lost:
             self._lost.discard(scope)
             raise SupervisorGone(f"the supervisor went away during the request ({self.why})")
+
+    async def want_level(self, level: str, server: str | None) -> None:
+        """Ask for ``server``'s (every server's) log messages from ``level`` up (``""``: none asked)."""
+        self._level = (level, server)
+        async with self.calling() as client:
+            await client.set_log_level(level, server)
+
+    async def subscribe(self, server: str, uri: str) -> None:
+        """Hear of changes to ``server``'s resource ``uri``; raises ``SupervisorError`` (unknown server)."""
+        async with self.calling() as client:
+            await client.subscribe(server, uri)
+        self._subscriptions.add((server, uri))
+
+    async def unsubscribe(self, server: str, uri: str) -> None:
+        self._subscriptions.discard((server, uri))
+        async with self.calling() as client:
+            await client.unsubscribe(server, uri)
+
+    async def _ask_again(self, client: AsyncSupervisorClient) -> None:
+        """A supervisor reached: it hears the log level and subscriptions asked of the last one."""
+        try:
+            level, server = self._level
+            if level:
+                await client.set_log_level(level, server)
+            for server_name, uri in sorted(self._subscriptions):
+                await client.subscribe(server_name, uri)
+        except SupervisorError as exc:
+            log.warning("could not ask the supervisor again for log messages and subscriptions: %s", exc)
 
     # ------------------------------------------------------------ the link's life
 
@@ -149,6 +196,7 @@ class Upstream:
                     )
                     heard_before = self._first.is_set()  # hosts may have listed: tell them (a reconnection)
                     self._first.set()
+                    await self._ask_again(client)
                     if heard_before:
                         await self._changed(Change(tools=True, catalog=True))
                     # Joined only now, so the host's first listing does not wait for a beacon: a change
@@ -175,7 +223,9 @@ class Upstream:
                     await attempt.enter_async_context(client)
                     await client.ping()
                     watch = AsyncEventWatch(
-                        await client.events_endpoint(), keys=False if client.keys is None else client.keys
+                        await client.events_endpoint(),
+                        keys=False if client.keys is None else client.keys,
+                        messages=True,
                     )
                     attempt.callback(watch.close)
                     stack.push_async_exit(attempt.pop_all())  # joined after the first listing
@@ -213,6 +263,9 @@ class Upstream:
             if event is None:
                 self.why = f"no event from the supervisor for {BEACON_LOSS:g} s"
                 return
+            if isinstance(event, ServerMessage | ResourceUpdated):
+                self._heard(event)
+                continue
             before = self._table.version
             if self._table.apply(event):
                 self._table.listed(await self._listing(client))

@@ -26,6 +26,9 @@ MAX_IDENTITY: Final = 128
 """Characters of a client identity (``client``), all printable; a longer one is ``BAD_REQUEST``."""
 
 
+LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""MCP's log levels (RFC 5424's severities), least severe first."""
+
 MAX_LIST_WAIT: Final = 300.0
 """Seconds a ``ListTools`` may ask to wait for the servers' first starts; a longer ``wait`` is cut to it."""
 
@@ -134,6 +137,53 @@ class GetPrompt(_Message):
     client: str = ""
 
 
+class Complete(_Message):
+    """Completions for an argument of a prompt or a resource template (MCP ``completion/complete``).
+
+    ``ref`` is MCP's reference as a msgpack map in its JSON shape: ``{"type": "ref/prompt", "name":
+    N}`` or ``{"type": "ref/resource", "uri": TEMPLATE}``; ``argument`` is ``{"name": ..., "value":
+    ...}``; ``context`` is ``{"arguments": {...}}`` or nil. A prompt is named by its prefixed name, or
+    by the server's own name when ``server`` is given; a resource template needs ``server``.
+    Answered with a ``CallResult`` holding a ``Completion``.
+    """
+
+    id: int
+    ref: msgspec.Raw
+    argument: msgspec.Raw
+    context: msgspec.Raw = msgspec.Raw(b"\xc0")  # msgpack nil
+    server: str | None = None
+    timeout: float | None = None
+    client: str = ""
+
+
+class SetLogLevel(_Message):
+    """The least severe log messages (``LOG_LEVELS``) this connection wants from ``server``'s
+    ``notifications/message`` (None: from every server), or ``""`` to withdraw its wish. Each server
+    is set to the most verbose level its connections ask for (``logging/setLevel``, now and after every
+    restart); its messages are published as ``ServerMessage`` events. Answered ``Done`` at once."""
+
+    id: int
+    level: str
+    server: str | None = None
+
+
+class Subscribe(_Message):
+    """Hear of changes to the resource ``uri`` of ``server`` (MCP ``resources/subscribe``, kept across
+    restarts): each is published as a ``ResourceUpdated`` event. Answered ``Done`` at once."""
+
+    id: int
+    server: str
+    uri: str
+
+
+class Unsubscribe(_Message):
+    """Withdraw this connection's ``Subscribe`` (the server is unsubscribed when nobody else wants it)."""
+
+    id: int
+    server: str
+    uri: str
+
+
 class Reload(_Message):
     """Re-read the config file the supervisor was started with and apply the differences."""
 
@@ -144,9 +194,9 @@ class Cancel(_Message):
     """Cancel this client's own request ``id`` while it is in flight (sent on the same connection).
 
     No reply of its own: the cancelled request gets its one terminal reply, ``ErrorReply`` with code
-    ``CANCELLED``, at once, and its server is sent the MCP cancellation. Tool calls, ``ReadResource``
-    and ``GetPrompt`` can be cancelled; a ``Cancel`` for anything else (a listing, a request already
-    answered, an id never sent) is ignored.
+    ``CANCELLED``, at once, and its server is sent the MCP cancellation. Tool calls, ``ReadResource``,
+    ``GetPrompt`` and ``Complete`` can be cancelled; a ``Cancel`` for anything else (a listing, a
+    request already answered, an id never sent) is ignored.
     """
 
     id: int
@@ -179,6 +229,10 @@ FrontRequest = (
     | ListPrompts
     | ReadResource
     | GetPrompt
+    | Complete
+    | SetLogLevel
+    | Subscribe
+    | Unsubscribe
     | Reload
     | Cancel
     | Answer

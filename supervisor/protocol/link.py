@@ -37,7 +37,12 @@ class Heartbeat(_Message):
 
 
 FetchMethod = Literal[
-    "resources/list", "resources/templates/list", "prompts/list", "resources/read", "prompts/get"
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+    "resources/read",
+    "prompts/get",
+    "completion/complete",
 ]
 
 
@@ -45,8 +50,10 @@ class Fetch(_Message):
     """Supervisor -> worker: one resources or prompts request within ``budget`` seconds.
 
     ``target`` is the URI for ``resources/read`` and the prompt's name for ``prompts/get``
-    (its prefixed name when ``prefixed``). Answered like ``Invoke``: ``InvokeResult`` (an encoded
-    list of entries for the list methods, a ``ResourceResult`` or ``PromptResult``) or ``InvokeFailed``.
+    (its prefixed name when ``prefixed``). For ``completion/complete``, ``arguments`` is the MCP
+    params (``ref``, ``argument``, ``context``), a prompt's name in ``ref`` prefixed when ``prefixed``.
+    Answered like ``Invoke``: ``InvokeResult`` (an encoded list of entries for the list methods, a
+    ``ResourceResult``, ``PromptResult`` or ``Completion``) or ``InvokeFailed``.
     """
 
     call: int
@@ -75,7 +82,17 @@ class Answered(_Message):
     error: str = ""
 
 
-WorkerCommand = Invoke | Heartbeat | Fetch | Abort | Answered
+class Interest(_Message):
+    """Supervisor -> worker: what its callers want of the server besides calls, all of it each time
+    (sent when it changes and when the worker is ready): the log ``level`` to set (``""``: none asked,
+    leave the server's own) and the resource ``uris`` to be subscribed to. The worker makes it so,
+    setting and subscribing only what differs from what it did before."""
+
+    level: str = ""
+    uris: list[str] = []
+
+
+WorkerCommand = Invoke | Heartbeat | Fetch | Abort | Answered | Interest
 
 
 class Ready(_Message):
@@ -85,6 +102,7 @@ class Ready(_Message):
     server_pid: int | None = None
     server_name: str = ""
     server_version: str = ""
+    tools_change: bool = False  # the server says its tools may change (``tools.listChanged``)
 
 
 class Started(_Message):
@@ -129,7 +147,34 @@ class Ask(_Message):
     params: msgspec.Raw
 
 
-WorkerEvent = Started | Ready | InvokeResult | InvokeFailed | InvokeProgress | Heartbeat | ToolsChanged | Ask
+class Logged(_Message):
+    """Worker -> supervisor: the server's log message (``notifications/message``), rate-bounded by
+    the worker; published as ``ServerMessage``."""
+
+    level: str
+    logger: str = ""
+    data: msgspec.Raw = msgspec.Raw(b"\xc0")  # msgpack nil
+
+
+class Updated(_Message):
+    """Worker -> supervisor: the server said a subscribed resource changed; published as
+    ``ResourceUpdated``."""
+
+    uri: str
+
+
+WorkerEvent = (
+    Started
+    | Ready
+    | InvokeResult
+    | InvokeFailed
+    | InvokeProgress
+    | Heartbeat
+    | ToolsChanged
+    | Ask
+    | Logged
+    | Updated
+)
 
 _worker_command = msgspec.msgpack.Decoder(WorkerCommand)
 _worker_event = msgspec.msgpack.Decoder(WorkerEvent)

@@ -110,6 +110,15 @@ class PromptResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     text: str = ""
 
 
+class Completion(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What ``completion/complete`` returned: at most 100 ``values``; ``total`` and ``has_more`` as
+    the server said them."""
+
+    values: list[str] = []
+    total: int | None = None
+    has_more: bool | None = None
+
+
 class ServerFailure(msgspec.Struct, frozen=True, kw_only=True):
     """A server left out of an aggregated listing, and why (an error code and message)."""
 

@@ -41,7 +41,9 @@ __all__ = ["Model", "Row", "Table", "check", "expected_tables", "hex_examples", 
 UNIONS: typing.Final = ("request", "reply", "event")  # the kinds of tagged message, one union each
 _FIELDS: typing.Final = ("field", "type", "default", "meaning")
 # Structs that travel encoded inside a relayed (msgspec.Raw) field: CallResult.result, Listing.parts.
-_RELAYED: typing.Final = "ToolResult ResourceResult PromptResult ResourceInfo ResourceTemplateInfo PromptInfo"
+_RELAYED: typing.Final = (
+    "ToolResult ResourceResult PromptResult ResourceInfo ResourceTemplateInfo PromptInfo Completion"
+)
 _MARKED = re.compile(r"<!-- spec:(?P<key>[a-z]+(?: [A-Za-z]+)?) -->\n(?P<body>.*?)<!-- /spec -->", re.DOTALL)
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 

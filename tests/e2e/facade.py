@@ -82,7 +82,7 @@ async def stdio_host(
     params = StdioServerParameters(
         command=argv[0], args=argv[1:], env={**os.environ, **(env or {})}, cwd=str(REPO)
     )
-    handler = notes.handler if notes is not None else None
+    handler = notes.handler if notes is not None else options.pop("message_handler", None)
     with trio.fail_after(HOST_LIFETIME):
         async with Client(params, mode=mode, message_handler=handler, **options) as client:
             yield client

@@ -556,6 +556,14 @@ def test_host_config_prints_an_entry_that_starts_this_facade(tmp_path: Path) -> 
     assert ".vscode/mcp.json" in done.stderr
     refused = run_cli("host-config", "claude-desktop", "--url", "http://127.0.0.1:1/mcp")
     assert refused.returncode == 2 and "local servers only" in refused.stderr
+    one = run_cli("host-config", "generic", "--server", "git", "--endpoint", endpoint)
+    assert one.returncode == 0, one.stderr
+    entries = json.loads(one.stdout)["mcpServers"]  # named as the server: the host names its tools as before
+    assert list(entries) == ["git"] and entries["git"]["args"][-2:] == ["--server", "git"]
+    clash = run_cli("mcp", "--server", "git", "--search", "--endpoint", endpoint)
+    assert clash.returncode == 2 and "--server and --search" in clash.stderr
+    other = run_cli("mcp", "--server", "git", "--servers", "a", "--endpoint", endpoint)
+    assert other.returncode == 2 and "leave out --servers" in other.stderr
 
 
 async def test_a_host_with_only_the_sdks_default_environment_reaches_the_users_supervisor(

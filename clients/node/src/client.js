@@ -1,12 +1,26 @@
 // SupervisorClient: requests on one DEALER connection to the supervisor's front socket, replies
-// matched by id (docs/protocol.md, "The conversation"). Exported by index.js; below it codec.js
-// (bytes and payloads), endpoint.js (where), events.js (the events socket), errors.js, zeromq.
+// matched by id (docs/protocol.md, "The conversation"); in long waits, a supervisor that falls
+// silent is pinged (liveness.js). Exported by index.js; below it codec.js (bytes and payloads),
+// endpoint.js (where), events.js (the events socket), liveness.js, errors.js, zeromq.
 
 import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
 
 import { Dealer } from "zeromq";
 
-import { MAX_ARGUMENT_DEPTH, MAX_MESSAGE_SIZE, decodeMessage, encodeRequest, isMap, progress, status, toolInfo, toolResult, tooDeep } from "./codec.js";
+import {
+  MAX_ARGUMENT_DEPTH,
+  MAX_MESSAGE_SIZE,
+  completion,
+  decodeMessage,
+  encodeRequest,
+  isMap,
+  progress,
+  status,
+  toolInfo,
+  toolResult,
+  tooDeep,
+} from "./codec.js";
 import { defaultEndpoint, eventsEndpoint, loadKeys, missingSocket } from "./endpoint.js";
 import {
   CancelledError,
@@ -18,7 +32,8 @@ import {
   UnreachableError,
   errorFromReply,
 } from "./errors.js";
-import { EventStream } from "./events.js";
+import { CHANGES, EventStream, MESSAGES } from "./events.js";
+import { LIVENESS_WAIT, Liveness, watched } from "./liveness.js";
 
 /** Seconds added to a call's budget for its reply to come back. */
 export const REPLY_MARGIN = 2;
@@ -31,12 +46,62 @@ const MAX_ID = 2 ** 53 - 1;
 const MAX_TIMER = 2 ** 31 - 1; // milliseconds: setTimeout's largest delay
 const MAX_LIST_WAIT = 300; // seconds a ListTools may wait for the servers' first starts (the supervisor cuts it)
 
-/** @param {unknown} value */
+/** The log levels of SetLogLevel (MCP's), least severe first. */
+export const LOG_LEVELS = Object.freeze(["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]);
+
+/** Seconds on a monotonic clock. */
+function clock() {
+  return performance.now() / 1000;
+}
+
+/**
+ * @param {unknown} value
+ * @param {string} what
+ */
 function positiveSeconds(value, what) {
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
     throw new RangeError(`${what} must be a positive finite number of seconds, got ${String(value)}`);
   }
   return value;
+}
+
+/** What `value` is, for an error's message. @param {unknown} value */
+function kindOf(value) {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+}
+
+/**
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {string}
+ */
+function text(value, what) {
+  if (typeof value !== "string") throw new TypeError(`${what} must be a string, got ${kindOf(value)}`);
+  return value;
+}
+
+/**
+ * A server's name, or null/undefined for none.
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {string | undefined}
+ */
+function optionalServer(value, what) {
+  return value === undefined || value === null ? undefined : text(value, what);
+}
+
+/**
+ * A map of strings (a prompt's argument values), named `what` in the error.
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {Record<string, string>}
+ */
+function stringMap(value, what) {
+  if (!isMap(value)) throw new TypeError(`${what} must be an object of strings, got ${kindOf(value)}`);
+  for (const [key, item] of Object.entries(/** @type {object} */ (value))) {
+    if (typeof item !== "string") throw new TypeError(`${what}: ${key} must be a string, got ${kindOf(item)}`);
+  }
+  return /** @type {Record<string, string>} */ (value);
 }
 
 /**
@@ -72,6 +137,11 @@ export class SupervisorClient {
     this._closed = false;
     /** @type {Set<EventStream>} */
     this._streams = new Set();
+    this._liveness = new Liveness(this.endpoint);
+    /** @type {Map<number, any>} the requests in flight whose waits are watched, oldest first */
+    this._watched = new Map();
+    /** @type {NodeJS.Timeout | null} */
+    this._livenessTimer = null;
   }
 
   /**
@@ -173,19 +243,97 @@ export class SupervisorClient {
   }
 
   /**
-   * Registry and state events, as an async iterator: `for await (const e of client.watchEvents())`.
-   * `topics` narrows them ("registry", "state", "version"); await `joined()` on it before relying
-   * on seeing every change.
-   * @param {{ topics?: string[], signal?: AbortSignal, endpoint?: string }} [options]
+   * Completions for `argument` (its name and the value typed so far) of a prompt (`{type:
+   * "ref/prompt", name}`: its registry name, or the server's own with `server`) or of a resource
+   * template (`{type: "ref/resource", uri}`, with `server`); `context`: the other arguments' values.
+   * @param {{ type: string, name?: string, uri?: string }} ref
+   * @param {{ name: string, value: string }} argument
+   * @param {{ context?: Record<string, string> | null, server?: string | null, timeout?: number,
+   *   signal?: AbortSignal }} [options]
+   */
+  async complete(ref, argument, options = {}) {
+    const kind = isMap(ref) ? ref.type : undefined;
+    if (kind !== "ref/prompt" && kind !== "ref/resource") {
+      const given = isMap(ref) ? JSON.stringify(kind ?? null) : kindOf(ref);
+      throw new TypeError(`ref must be a ref/prompt (name) or a ref/resource (uri), not ${given}`);
+    }
+    const what = kind === "ref/prompt" ? text(ref.name, "a ref/prompt's name") : text(ref.uri, "a ref/resource's uri");
+    if (!isMap(argument)) throw new TypeError(`${what}: the argument must be {name, value}, got ${kindOf(argument)}`);
+    const name = text(argument.name, `${what}: the argument's name`);
+    const value = text(argument.value, `${what}: the argument's value`);
+    const { context, server, timeout, signal } = options;
+    if (timeout !== undefined) positiveSeconds(timeout, `${what}: timeout`);
+    const message = {
+      type: "Complete",
+      ref,
+      argument: { name, value },
+      context: context === undefined || context === null ? undefined : { arguments: stringMap(context, `${what}: context`) },
+      server: optionalServer(server, `${what}: server`),
+      timeout,
+      client: this.identity,
+    };
+    return this._request(message, "CallResult", (m) => completion(isMap(m.result) ? m.result : {}), {
+      wait: (timeout ?? UNBUDGETED_WAIT) + this.replyMargin,
+      cancellable: true,
+      signal,
+      what: `complete ${what}`,
+    });
+  }
+
+  /**
+   * Ask `server` (every server by default) for its log messages from `level` up (one of
+   * LOG_LEVELS; "" withdraws this connection's wish). A server is set to the most verbose level its
+   * connections ask for; its messages come as ServerMessage events to `watchEvents({messages: true})`.
+   * @param {string} level
+   * @param {{ server?: string | null }} [options]
+   */
+  async setLogLevel(level, options = {}) {
+    const fields = { type: "SetLogLevel", level: text(level, "level"), server: optionalServer(options.server, "server") };
+    await this._request(fields, "Done", () => undefined);
+  }
+
+  /**
+   * Hear when `server`'s resource `uri` changes: a ResourceUpdated event to `watchEvents({messages:
+   * true})` (kept across the server's restarts, until `unsubscribe`).
+   * @param {string} server
+   * @param {string} uri
+   */
+  async subscribe(server, uri) {
+    const fields = { type: "Subscribe", server: text(server, "server"), uri: text(uri, "uri") };
+    await this._request(fields, "Done", () => undefined);
+  }
+
+  /**
+   * Withdraw this connection's `subscribe` (a resource it had not subscribed to is no error).
+   * @param {string} server
+   * @param {string} uri
+   */
+  async unsubscribe(server, uri) {
+    const fields = { type: "Unsubscribe", server: text(server, "server"), uri: text(uri, "uri") };
+    await this._request(fields, "Done", () => undefined);
+  }
+
+  /**
+   * Registry and state events, as an async iterator: `for await (const e of client.watchEvents())`;
+   * with `messages`, the servers' log messages (ServerMessage, see `setLogLevel`) and the updates of
+   * the resources subscribed to (ResourceUpdated, see `subscribe`) too. `topics` chooses them
+   * instead ("registry", "state", "version", "log", "resource"; "" for every one); await `joined()`
+   * on it before relying on seeing every change.
+   * @param {{ topics?: string[], messages?: boolean, signal?: AbortSignal, endpoint?: string }} [options]
    */
   watchEvents(options = {}) {
+    const chosen = options.topics ?? CHANGES;
+    if (!Array.isArray(chosen) || !chosen.every((topic) => typeof topic === "string")) {
+      throw new TypeError(`topics must be an array of strings, got ${String(chosen)}`);
+    }
+    const topics = options.messages ? [...new Set([...chosen, ...MESSAGES])] : [...chosen];
     const where = options.endpoint
       ? Promise.resolve(options.endpoint)
       : this.status().then((s) => {
           if (!s.events) throw new ProtocolError("PROTOCOL", "the supervisor gave no events endpoint");
           return eventsEndpoint(s.events, this.endpoint);
         });
-    const stream = new EventStream(where, { topics: options.topics, curve: this._curve, signal: options.signal });
+    const stream = new EventStream(where, { topics, curve: this._curve, signal: options.signal });
     this._streams.add(stream);
     return stream;
   }
@@ -200,6 +348,8 @@ export class SupervisorClient {
     }
     this._sock?.close();
     this._sock = null;
+    if (this._livenessTimer) clearTimeout(this._livenessTimer);
+    this._livenessTimer = null;
     for (const stream of this._streams) stream.close();
   }
 
@@ -209,12 +359,13 @@ export class SupervisorClient {
    * @param {string} terminal the reply type that answers it
    * @param {(message: Record<string, any>) => any} convert
    * @param {{ wait?: number, cancellable?: boolean, signal?: AbortSignal, onProgress?: (p: any) => void,
-   *   answers?: Record<string, (params: any) => unknown>, what?: string }} [options]
+   *   answers?: Record<string, (params: any) => unknown>, what?: string, probe?: boolean }} [options]
+   *   `probe`: the liveness Ping, sent on the connection as it is (no check of the socket file)
    */
   _request(fields, terminal, convert, options = {}) {
     const what = options.what ?? String(fields.type);
     if (this._closed) return Promise.reject(new ClientClosedError("CLOSED", `${what}: the client is closed`));
-    const missing = missingSocket(this.endpoint);
+    const missing = options.probe ? null : missingSocket(this.endpoint);
     if (missing) return Promise.reject(new UnreachableError("UNREACHABLE", missing));
     const { signal } = options;
     if (signal?.aborted) {
@@ -240,6 +391,12 @@ export class SupervisorClient {
         signal.addEventListener("abort", entry.onAbort, { once: true });
       }
       this._pending.set(id, entry);
+      if (!options.probe && watched(wait)) {
+        // A long wait: a supervisor that falls silent is pinged (one killed leaves its socket file).
+        entry.since = clock();
+        this._watched.set(id, entry);
+        this._checkLiveness();
+      }
       this._send(frame).catch((error) => {
         if (this._pending.get(id) !== entry) return;
         this._settle(id, entry);
@@ -299,6 +456,7 @@ export class SupervisorClient {
   /** @param {number} id @param {any} entry */
   _settle(id, entry) {
     this._pending.delete(id);
+    this._watched.delete(id);
     clearTimeout(entry.timer);
     if (entry.onAbort) entry.options.signal?.removeEventListener("abort", entry.onAbort);
   }
@@ -311,6 +469,32 @@ export class SupervisorClient {
     entry.reject(error);
   }
 
+  /**
+   * The liveness probe's next step for the watched waits: look again later, send a Ping, or end
+   * them UNREACHABLE when the supervisor did not answer the last one.
+   */
+  _checkLiveness() {
+    if (this._livenessTimer) clearTimeout(this._livenessTimer);
+    this._livenessTimer = null;
+    if (this._closed) return;
+    const now = clock();
+    const oldest = this._watched.values().next();
+    const step = this._liveness.next(now, oldest.done ? null : oldest.value.since);
+    if (step === null) return;
+    if ("gone" in step) {
+      for (const [id, entry] of [...this._watched]) {
+        this._giveUp(id, entry, new UnreachableError("UNREACHABLE", `${entry.what}: ${step.gone}`, { id }));
+      }
+      return;
+    }
+    if (step.ping) {
+      // Its reply (any reply) is a word from the supervisor; its own outcome does not matter.
+      this._request({ type: "Ping" }, "Done", () => undefined, { wait: LIVENESS_WAIT, probe: true }).catch(() => {});
+    }
+    this._livenessTimer = setTimeout(() => this._checkLiveness(), Math.max(0, (step.at - now) * 1000));
+    this._livenessTimer.unref();
+  }
+
   /** Read replies for as long as the connection is open. @param {Dealer} sock */
   async _receive(sock) {
     while (!sock.closed) {
@@ -320,6 +504,7 @@ export class SupervisorClient {
       } catch {
         return; // closed
       }
+      this._liveness.heard(clock());
       if (frames.length === 1) this._dispatch(frames[0]);
     }
   }

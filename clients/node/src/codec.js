@@ -168,6 +168,15 @@ export function status(m) {
   return { servers: listOf(m.servers, serverStatus), events: or(m.events, ""), front: frontStats(m.front) };
 }
 
+/** @param {Record<string, any>} c a Completion */
+export function completion(c) {
+  return {
+    values: Array.isArray(c.values) ? c.values.filter((value) => typeof value === "string") : [],
+    total: or(c.total, null),
+    hasMore: or(c.has_more, null),
+  };
+}
+
 /** @param {Record<string, any>} m a CallProgress */
 export function progress(m) {
   return { progress: m.progress, total: or(m.total, null), message: or(m.message, null) };
@@ -202,6 +211,11 @@ export function event(topic, e) {
       };
     case "RegistryVersion":
       return { topic, type: e.type, version: e.version };
+    case "ServerMessage":
+      // `data` is any JSON value, embedded in the event as msgpack: decoded with it
+      return { topic, type: e.type, server: e.server, level: e.level, logger: or(e.logger, ""), data: or(e.data, null) };
+    case "ResourceUpdated":
+      return { topic, type: e.type, server: e.server, uri: e.uri };
     default:
       return null;
   }

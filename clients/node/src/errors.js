@@ -1,6 +1,6 @@
 // The errors a SupervisorClient throws: one class per error code of the wire (docs/protocol.md,
-// "Error codes"), plus the client's own (no supervisor, a reply that does not decode, a request
-// too large to send, a closed client). Used by client.js; nothing below it.
+// "Error codes"), plus the client's own (no supervisor or one that stopped answering, a reply that
+// does not decode, a request too large to send, a closed client). Used by client.js; nothing below it.
 
 /** An error of a request: `code` is the wire's code (or the client's own), `message` says what. */
 export class SupervisorError extends Error {
@@ -41,7 +41,10 @@ export class BadRequestError extends SupervisorError {}
 export class InternalError extends SupervisorError {}
 /** CANCELLED: cancelled by the caller (an AbortSignal) or, on the wire, by a Cancel. */
 export class CancelledError extends SupervisorError {}
-/** UNREACHABLE (the client's own): no supervisor at the endpoint. */
+/**
+ * UNREACHABLE (the client's own): no supervisor at the endpoint, or, in a long wait, one that
+ * stopped answering (a Ping unanswered: killed, its socket file left behind).
+ */
 export class UnreachableError extends SupervisorError {}
 /** PROTOCOL (the client's own): a reply that does not decode, or not the kind its request expects. */
 export class ProtocolError extends SupervisorError {}

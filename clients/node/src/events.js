@@ -9,6 +9,14 @@ import { RequestTimeoutError, SupervisorError } from "./errors.js";
 /** Events queued for a reader that does not keep up; past it the oldest are dropped (`lost`). */
 export const QUEUE_LIMIT = 10000;
 
+/** The topics of registry and state changes, and of the version beacon: a subscription's default. */
+export const CHANGES = Object.freeze(["registry", "state", "version"]);
+/**
+ * The topics of the servers' log messages and of resource updates, which a subscriber must ask for
+ * (a busy server's log would cost every other subscriber).
+ */
+export const MESSAGES = Object.freeze(["log", "resource"]);
+
 /**
  * A subscription. Iterate it (`for await`), or call next(); close() (or leaving a `for await`)
  * ends it. `lost` counts events dropped because the reader fell behind.
@@ -16,9 +24,9 @@ export const QUEUE_LIMIT = 10000;
 export class EventStream {
   /**
    * @param {Promise<string>} endpoint where the events socket is, once known
-   * @param {{ topics?: string[], curve?: object, signal?: AbortSignal }} options
+   * @param {{ topics?: readonly string[], curve?: object, signal?: AbortSignal }} options
    */
-  constructor(endpoint, { topics = [""], curve, signal } = {}) {
+  constructor(endpoint, { topics = CHANGES, curve, signal } = {}) {
     /** @type {any[]} */
     this._queue = [];
     /** @type {((result: IteratorResult<any>) => void) | null} */
@@ -52,7 +60,7 @@ export class EventStream {
 
   /**
    * @param {string} where
-   * @param {string[]} topics
+   * @param {readonly string[]} topics
    * @param {object | undefined} curve
    */
   _start(where, topics, curve) {

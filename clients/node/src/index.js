@@ -1,7 +1,8 @@
 // mcp-supervisor's Node client: the public names. The client is in client.js, the events socket
-// in events.js, the errors in errors.js; docs/protocol.md is the protocol they speak.
+// in events.js, the liveness probe in liveness.js, the errors in errors.js; docs/protocol.md is the
+// protocol they speak.
 
-export { REPLY_MARGIN, REQUEST_TIMEOUT, SupervisorClient, UNBUDGETED_WAIT } from "./client.js";
+export { LOG_LEVELS, REPLY_MARGIN, REQUEST_TIMEOUT, SupervisorClient, UNBUDGETED_WAIT } from "./client.js";
 export { MAX_ARGUMENT_DEPTH, MAX_MESSAGE_SIZE } from "./codec.js";
 export { defaultEndpoint, loadKeys } from "./endpoint.js";
 export {
@@ -24,3 +25,4 @@ export {
   errorFromReply,
 } from "./errors.js";
 export { EventStream } from "./events.js";
+export { LIVENESS_AFTER, LIVENESS_WAIT } from "./liveness.js";

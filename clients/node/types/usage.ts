@@ -2,13 +2,20 @@
 // index.d.ts are well-formed and describe the API as an agent written in TypeScript uses it.
 
 import {
+  type Completion,
+  type CompletionRef,
+  type LogLevel,
   type SupervisorEvent,
   type ToolInfo,
   type ToolResult,
+  LIVENESS_AFTER,
+  LIVENESS_WAIT,
+  LOG_LEVELS,
   SupervisorClient,
   SupervisorError,
   ToolError,
   UnknownToolError,
+  UnreachableError,
   defaultEndpoint,
 } from "../index.js";
 
@@ -46,4 +53,47 @@ export async function agent(question: string): Promise<string> {
   } finally {
     sup.close();
   }
+}
+
+/** Completions, log messages and resource updates, as a TypeScript agent uses them. */
+export async function listener(server: string, uri: string): Promise<string[]> {
+  const sup = new SupervisorClient();
+  const heard: string[] = [];
+  try {
+    const prompt: CompletionRef = { type: "ref/prompt", name: "mcp_ev_completable-prompt" };
+    const done: Completion = await sup.complete(prompt, { name: "department", value: "E" }, { timeout: 5 });
+    const more: boolean | null = done.hasMore;
+    const total: number | null = done.total;
+    heard.push(...done.values, String(more), String(total));
+    const template: CompletionRef = { type: "ref/resource", uri: "demo://resource/dynamic/text/{resourceId}" };
+    const named = await sup.complete(
+      template,
+      { name: "resourceId", value: "7" },
+      { server, context: { other: "value" }, signal: new AbortController().signal },
+    );
+    heard.push(...named.values);
+    const level: LogLevel = LOG_LEVELS[0];
+    await sup.setLogLevel(level, { server });
+    await sup.setLogLevel("");
+    await sup.subscribe(server, uri);
+    const events = sup.watchEvents({ messages: true, topics: ["version"] as const });
+    await events.joined();
+    for await (const event of events) {
+      if (event.type === "ServerMessage") {
+        const data: unknown = event.data;
+        const severity: LogLevel = event.level;
+        heard.push(`${event.server} ${severity} ${event.logger}: ${JSON.stringify(data)}`);
+      } else if (event.type === "ResourceUpdated") {
+        heard.push(`${event.server} ${event.uri}`);
+        break;
+      }
+    }
+    await sup.unsubscribe(server, uri);
+  } catch (error) {
+    if (error instanceof UnreachableError) heard.push(`gone after ${LIVENESS_AFTER + LIVENESS_WAIT} s: ${error.message}`);
+    else throw error;
+  } finally {
+    sup.close();
+  }
+  return heard;
 }
