@@ -27,8 +27,17 @@ if [ ! -x /usr/bin/chromedriver ] && command -v apt-get >/dev/null; then
     || echo "tests/run.sh: could not install chromium and chromium-driver; the browser tests will be skipped" >&2
 fi
 
+# Two workers (pytest-xdist), each test file on one of them (a file's supervisors are shared by its
+# tests), in a short base directory of this run's own: ipc socket paths are limited to 107 bytes,
+# and two runs at once must not share one. PYTEST_WORKERS=0 runs in this process.
+basetemp="$(mktemp -d "${TMPDIR:-/tmp}/mcps.XXXXXX")"
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --basetemp="$basetemp" "$@" || status=$?
+if [ "$status" -eq 0 ]; then
+  rm -rf "$basetemp"
+else
+  echo "tests/run.sh: the failed tests' files are in $basetemp" >&2
+fi
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests" >&2
   exit 1
