@@ -44,7 +44,7 @@ from tests.e2e.facade import (
     stdio_host,
     text_of,
 )
-from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
+from tests.e2e.harness import START_TIMEOUT, SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
 
@@ -581,6 +581,8 @@ async def test_a_host_with_only_the_sdks_default_environment_reaches_the_users_s
     log = (tmp_path / "run.log").open("wb")
     sup = start_cli(login_shell, log, "run", str(config))
     try:
+        endpoint = f"ipc://{runtime}/mcp-supervisor/supervisor.sock"  # as the user's shell resolves it
+        poll("the user's supervisor to answer", lambda: _answers(endpoint), START_TIMEOUT)
         entry = run_cli("host-config", "claude-desktop", env=login_shell)
         assert entry.returncode == 0, entry.stderr
         server = json.loads(entry.stdout)["mcpServers"]["mcp-supervisor"]
@@ -600,6 +602,15 @@ async def test_a_host_with_only_the_sdks_default_environment_reaches_the_users_s
             sup.kill()
             sup.wait()
         log.close()
+
+
+def _answers(endpoint: str) -> bool:
+    with SupervisorClient(endpoint, request_timeout=2.0) as client:
+        try:
+            client.ping()
+        except SupervisorUnreachableError:
+            return False
+    return True
 
 
 async def test_a_facade_that_finds_no_supervisor_says_why_and_the_tools_arrive_when_one_answers(
