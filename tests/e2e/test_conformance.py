@@ -46,13 +46,14 @@ LIST_TIMEOUT: Final = 60.0  # seconds for `conformance list`
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _list_scenarios() -> tuple[list[str], str | None]:
-    """The suite's client scenarios, or no names and why they could not be listed."""
+def list_scenarios(kind: str = "client") -> tuple[list[str], str | None]:
+    """The suite's scenarios of ``kind`` (``client`` or ``server``), or no names and why they could
+    not be listed."""
     if not SUITE.is_file():
         return [], f"{SUITE} is missing: run 'npm ci --prefix tests/npm' (tests/run.sh does)"
     try:
         listed = subprocess.run(
-            [NODE, str(SUITE), "list", "--client"],
+            [NODE, str(SUITE), "list", f"--{kind}"],
             capture_output=True,
             text=True,
             timeout=LIST_TIMEOUT,
@@ -66,7 +67,7 @@ def _list_scenarios() -> tuple[list[str], str | None]:
     return names, None
 
 
-SCENARIOS, LIST_ERROR = _list_scenarios()
+SCENARIOS, LIST_ERROR = list_scenarios()
 
 
 def _baseline() -> list[str]:

@@ -26,32 +26,16 @@ import pytest
 
 from tests.e2e.facade import HttpFacade
 from tests.e2e.harness import NPM, NodeHttpServer, SupervisorProcess
-from tests.e2e.test_conformance import NODE, SUITE
+from tests.e2e.test_conformance import NODE, SUITE, list_scenarios
 
 pytestmark = pytest.mark.e2e
 
 REFERENCE: Final = NPM / "conformance-server.mts"
 RUN_TIMEOUT: Final = 90.0  # seconds for one `conformance server --scenario` run
-LIST_TIMEOUT: Final = 60.0
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _list_scenarios() -> tuple[list[str], str | None]:
-    if not SUITE.is_file():
-        return [], f"{SUITE} is missing: run 'npm ci --prefix tests/npm' (tests/run.sh does)"
-    try:
-        listed = subprocess.run(
-            [NODE, str(SUITE), "list", "--server"], capture_output=True, text=True, timeout=LIST_TIMEOUT
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [], f"conformance list failed: {exc}"
-    names = re.findall(r"^\s*- (\S+)", listed.stdout, re.MULTILINE)
-    if listed.returncode != 0 or not names:
-        return [], f"conformance list exited {listed.returncode}: {listed.stdout}{listed.stderr}"
-    return names, None
-
-
-SCENARIOS, LIST_ERROR = _list_scenarios()
+SCENARIOS, LIST_ERROR = list_scenarios("server")
 
 
 class Stack:

@@ -304,11 +304,3 @@ def test_the_first_listing_holds_the_tools_a_server_adds_once_a_client_is_initia
             assert f"mcp_ev{n}_trigger-elicitation-request" in names, sorted(names)
     finally:
         process.stop()
-
-
-def _answers(process: SupervisorProcess) -> bool:
-    try:
-        process.client.ping()
-    except SupervisorUnreachableError:
-        return False
-    return True
