@@ -264,14 +264,8 @@ class Router:
         client = self._client(caller, request.id, request.client)
         if client is None or not self._accepting(caller, request.id, request.timeout):
             return
-        name = request.server
-        if name is None:
-            name = server_of(request.name, self._servers)
-            if name is None:
-                message = f"no prompt named {request.name!r} (prompts are named mcp_{{server}}_{{prompt}})"
-                self._error(caller, request.id, "UNKNOWN_TOOL", message)
-                return
-        server = self._ready_server(caller, request.id, name)
+        unknown = f"no prompt named {request.name!r} (prompts are named mcp_{{server}}_{{prompt}})"
+        server = self._prompt_server(caller, request.id, request.server, request.name, unknown)
         if server is not None:
             self._fetch(
                 caller,
@@ -290,18 +284,11 @@ class Router:
         client = self._client(caller, request.id, request.client)
         if client is None or not self._accepting(caller, request.id, request.timeout):
             return
-        name = request.server
-        if name is None:
-            prompt = _prompt_named(request.ref)
-            name = None if prompt is None else server_of(prompt, self._servers)
-            if name is None:
-                message = (
-                    "completion/complete needs the server, or a ref/prompt by its prefixed name "
-                    "(mcp_{server}_{prompt})"
-                )
-                self._error(caller, request.id, "UNKNOWN_TOOL", message)
-                return
-        server = self._ready_server(caller, request.id, name)
+        unknown = "completion/complete needs the server, or a ref/prompt by its prefixed name"
+        prompt = _prompt_named(request.ref)
+        server = self._prompt_server(
+            caller, request.id, request.server, prompt, f"{unknown} (mcp_{{server}}_{{prompt}})"
+        )
         if server is not None:
             params = {"ref": request.ref, "argument": request.argument, "context": request.context}
             self._fetch(
@@ -314,6 +301,19 @@ class Router:
                 prefixed=request.server is None,
                 arguments=msgspec.Raw(encode(params)),
             )
+
+    def _prompt_server(
+        self, caller: bytes, id: int, named: str | None, prompt: str | None, unknown: str
+    ) -> Server | None:
+        """The ready server a request names, else the one whose prefix the ``prompt`` name carries;
+        None, and the caller answered (``unknown`` when no server is found), when there is none."""
+        name = named
+        if name is None:
+            name = None if prompt is None else server_of(prompt, self._servers)
+            if name is None:
+                self._error(caller, id, "UNKNOWN_TOOL", unknown)
+                return None
+        return self._ready_server(caller, id, name)
 
     def answer(self, caller: bytes, request: Answer) -> None:
         """``caller`` answers its server's request of its own call in flight: to that call's worker.
