@@ -3,6 +3,7 @@ mcp`` (stdio) and against ``mcp-supervisor serve --http`` (streamable HTTP with 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -36,6 +37,11 @@ HOST_WARNINGS: Final = [
 REPO = Path(__file__).resolve().parents[2]
 HOST_TIMEOUT = 30.0  # seconds any one wait of these tests may take
 HOST_LIFETIME = 180.0  # seconds a host may live in one test, its whole conversation included
+
+
+def jsonrpc_line(message: dict[str, Any]) -> bytes:
+    """One JSON-RPC message as a host writes it on the facade's stdin."""
+    return json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"
 
 
 def facade_argv(endpoint: str, *args: str) -> list[str]:

@@ -21,7 +21,7 @@ from typing import IO, Any, Final
 
 import pytest
 
-from tests.e2e.facade import HOST_TIMEOUT, REPO
+from tests.e2e.facade import HOST_TIMEOUT, REPO, jsonrpc_line
 from tests.e2e.harness import STOP_TIMEOUT, SupervisorProcess, stdio_test_server
 
 pytestmark = pytest.mark.e2e
@@ -65,10 +65,6 @@ def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]
         sup.stop()
 
 
-def line(message: dict[str, Any]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"
-
-
 def conversation(era: str) -> tuple[bytes, bytes]:
     """The host's first request (id 0), and what it sends once answered: a listing (id 1)."""
     if era == "handshake":
@@ -77,10 +73,12 @@ def conversation(era: str) -> tuple[bytes, bytes]:
             "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"},
         }
-        first = line({"id": 0, "method": "initialize", "params": init})
-        return first, line({"method": "notifications/initialized"}) + line({"id": 1, "method": "tools/list"})
-    first = line({"id": 0, "method": "server/discover", "params": {"_meta": MODERN_META}})
-    return first, line({"id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}})
+        first = jsonrpc_line({"id": 0, "method": "initialize", "params": init})
+        return first, jsonrpc_line({"method": "notifications/initialized"}) + jsonrpc_line(
+            {"id": 1, "method": "tools/list"}
+        )
+    first = jsonrpc_line({"id": 0, "method": "server/discover", "params": {"_meta": MODERN_META}})
+    return first, jsonrpc_line({"id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}})
 
 
 def lines_of(pipe: IO[bytes]) -> tuple[queue.Queue[bytes], threading.Thread]:

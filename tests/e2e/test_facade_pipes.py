@@ -10,11 +10,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import pytest
 
-from tests.e2e.facade import REPO, facade_argv
+from tests.e2e.facade import REPO, facade_argv, jsonrpc_line
 from tests.e2e.harness import STOP_TIMEOUT, SupervisorProcess, poll, rss_kb, stdio_test_server
 
 pytestmark = pytest.mark.e2e
@@ -38,10 +38,6 @@ def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]
         sup.stop()
 
 
-def line(message: dict[str, Any]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"
-
-
 def start_facade(sup: SupervisorProcess, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         facade_argv(sup.endpoint, "mcp", "--log-level", "info"),
@@ -52,11 +48,11 @@ def start_facade(sup: SupervisorProcess, stderr: IO[bytes]) -> subprocess.Popen[
     )
     assert process.stdin is not None and process.stdout is not None
     init = {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
-    process.stdin.write(line({"id": 0, "method": "initialize", "params": init}))
-    process.stdin.write(line({"method": "notifications/initialized"}))
+    process.stdin.write(jsonrpc_line({"id": 0, "method": "initialize", "params": init}))
+    process.stdin.write(jsonrpc_line({"method": "notifications/initialized"}))
     process.stdin.flush()
     assert json.loads(process.stdout.readline())["id"] == 0  # answered before the SDK is loaded ...
-    process.stdin.write(line({"id": "up", "method": "tools/list"}))
+    process.stdin.write(jsonrpc_line({"id": "up", "method": "tools/list"}))
     process.stdin.flush()
     assert json.loads(process.stdout.readline())["id"] == "up"  # ... and this by the SDK: all loaded
     return process
@@ -90,7 +86,7 @@ def test_a_host_that_never_reads_holds_the_facade_to_bounded_memory(
         try:
             for i in range(1, FLOOD + 1):
                 call = {"name": "mcp_t_echo", "arguments": {"text": ECHO}}
-                process.stdin.write(line({"id": i, "method": "tools/call", "params": call}))  # type: ignore[union-attr]
+                process.stdin.write(jsonrpc_line({"id": i, "method": "tools/call", "params": call}))  # type: ignore[union-attr]
                 written[0] = i
             process.stdin.flush()  # type: ignore[union-attr]
         except (BrokenPipeError, ValueError):
@@ -134,7 +130,7 @@ def test_a_host_that_goes_away_with_calls_in_flight_leaves_a_clean_exit(
     tags = [f"gone-{i}" for i in range(4)]
     for i, tag in enumerate(tags, 1):
         call = {"name": "mcp_t_slow", "arguments": {"seconds": 30, "tag": tag}}
-        process.stdin.write(line({"id": i, "method": "tools/call", "params": call}))
+        process.stdin.write(jsonrpc_line({"id": i, "method": "tools/call", "params": call}))
     process.stdin.flush()
     poll("the calls to start", lambda: all((sup.state_dir / f"{t}.started").exists() for t in tags), 30)
     assert stop_facade(process) == 0  # stdin and stdout closed: the host is gone

@@ -10,7 +10,7 @@ response").
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -29,17 +29,11 @@ CALL_TIMEOUT = 30.0
 
 
 @pytest.fixture
-def facade(tmp_path: Path) -> Iterator[HttpFacade]:
-    sup = SupervisorProcess(tmp_path, {"t": stdio_test_server()})
-    try:
-        sup.wait_states()
-        started = HttpFacade(tmp_path, sup.endpoint, TOKEN)
-        try:
-            yield started
-        finally:
-            started.stop()
-    finally:
-        sup.stop()
+def facade(start_supervisor: Callable[..., SupervisorProcess], tmp_path: Path) -> Iterator[HttpFacade]:
+    sup = start_supervisor({"t": stdio_test_server()})
+    started = HttpFacade(tmp_path, sup.endpoint, TOKEN)
+    yield started
+    started.stop()
 
 
 class Cutter:

@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -43,14 +43,8 @@ UNSUBSCRIBED = "Received Unsubscribe Resource request: " + URI
 
 
 @pytest.fixture
-def sup(tmp_path: Any) -> Iterator[SupervisorProcess]:
-    stdio = {"command": str(NODE), "args": [str(npm_package(EVERYTHING)), "stdio"]}
-    process = SupervisorProcess(tmp_path, {"ev": stdio})
-    try:
-        process.wait_states()
-        yield process
-    finally:
-        process.stop()
+def sup(start_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_supervisor({"ev": {"command": str(NODE), "args": [str(npm_package(EVERYTHING)), "stdio"]}})
 
 
 def _answers(process: SupervisorProcess) -> bool:
@@ -290,17 +284,16 @@ def test_events_command_prints_the_servers_log_messages(sup: SupervisorProcess, 
         events.wait(EVENT_TIMEOUT)
 
 
-def test_the_first_listing_holds_the_tools_a_server_adds_once_a_client_is_initialized(tmp_path: Any) -> None:
+def test_the_first_listing_holds_the_tools_a_server_adds_once_a_client_is_initialized(
+    start_supervisor: Callable[..., SupervisorProcess],
+) -> None:
     """server-everything registers the tools that depend on what the client offers just after the
     handshake and announces them: a listing that waits for the first starts includes them."""
     stdio = {"command": str(NODE), "args": [str(npm_package(EVERYTHING)), "stdio"]}
-    process = SupervisorProcess(tmp_path, {f"ev{n}": stdio for n in range(4)})
-    try:
-        poll("the supervisor to answer", lambda: _answers(process), EVENT_TIMEOUT)
-        reply = process.client.tool_list(wait=60)
-        assert reply.starting == []
-        names = {tool.name for tool in reply.tools}
-        for n in range(4):
-            assert f"mcp_ev{n}_trigger-elicitation-request" in names, sorted(names)
-    finally:
-        process.stop()
+    process = start_supervisor({f"ev{n}": stdio for n in range(4)}, wait=False)
+    poll("the supervisor to answer", lambda: _answers(process), EVENT_TIMEOUT)
+    reply = process.client.tool_list(wait=60)
+    assert reply.starting == []
+    names = {tool.name for tool in reply.tools}
+    for n in range(4):
+        assert f"mcp_ev{n}_trigger-elicitation-request" in names, sorted(names)
