@@ -29,8 +29,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from supervisor.client import SupervisorClient  # noqa: E402
-from supervisor.errors import SupervisorError, SupervisorUnreachableError  # noqa: E402
+from supervisor.client.blocking import SupervisorClient  # noqa: E402
+from supervisor.client.errors import SupervisorError, SupervisorUnreachableError  # noqa: E402
 from supervisor.protocol import ServerStatus  # noqa: E402
 
 TEST_SERVER = REPO / "tests" / "servers" / "mcp_test_server.py"

@@ -1,13 +1,13 @@
 """``python -m workers NAME``: a worker process, started by the supervisor (the name is for ``ps``).
 
 ``python -m workers --zygote``: the pre-imported process the supervisor forks workers from
-(``workers.zygote``). Both argvs are ``supervisor.boot``'s (``worker_argv``, ``zygote_argv``).
+(``workers.zygote``). Both argvs are ``supervisor.shared.boot``'s (``worker_argv``, ``zygote_argv``).
 """
 
 import os
 import sys
 
-from supervisor.boot import ZYGOTE_FLAG
+from supervisor.shared.boot import ZYGOTE_FLAG
 
 if sys.argv[1:] == [ZYGOTE_FLAG]:
     from workers.zygote import main

@@ -1,6 +1,6 @@
 """Calls and fetches: each ``Invoke`` and ``Fetch`` answered on its own, under its own budget.
 
-Above: the link (``workers.link``), which hands each call here as it arrives (``invoke``,
+Above: the link (``workers.uplink``), which hands each call here as it arrives (``invoke``,
 ``fetch``), and the session (``workers.session``), which says when the session is ready and which
 tools the server has (``ready``, ``know``), and is told when a call finds the session gone. Below:
 the server: on a stdio server the worker's own ``tools/call`` (the hot path,
@@ -9,13 +9,13 @@ remote one, and ``workers.catalog`` for resources and prompts.
 
 A call's arguments are decoded totally (``workers.values``) and checked against the tool's
 ``inputSchema``; its result is checked (``workers.results``) and against the tool's
-``outputSchema``, on every transport (``supervisor.schemas`` builds the validators). On expiry of
+``outputSchema``, on every transport (``supervisor.shared.schemas`` builds the validators). On expiry of
 its budget the caller gets ``TIMEOUT`` and the server is sent ``notifications/cancelled``. A call
 that asks for progress gets the server's notifications as ``InvokeProgress`` (coalesced by
 ``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
 finished by the session's callbacks (``_provide_input``).
 
-While tracing (``supervisor.tracing.on``), each ``Invoke`` is served inside its span ``tools/call
+While tracing (``supervisor.shared.tracing.on``), each ``Invoke`` is served inside its span ``tools/call
 TOOL``, child of the supervisor's span the ``Invoke`` names, with the call's outcome; the request to
 the server is a CLIENT span inside it, whose context the server gets in the request's ``_meta``
 (the SDK's on a remote server, ``tracing.sending`` on the hot path).
@@ -51,7 +51,6 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from supervisor import tracing
 from supervisor.protocol import (
     Abort,
     Answered,
@@ -66,14 +65,15 @@ from supervisor.protocol import (
     WorkerTool,
     encode,
 )
-from supervisor.schemas import validator
+from supervisor.shared import tracing
+from supervisor.shared.schemas import validator
 from workers.asking import CURRENT_CALL, Asking, Running
 from workers.catalog import Catalog, CatalogError
 from workers.interest import Interests
-from workers.link import Link
 from workers.progress import ProgressRelay
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
 from workers.stdio import StdioServer
+from workers.uplink import Link
 from workers.values import InvalidArguments, decode_arguments
 
 __all__ = ["Calls"]

@@ -40,7 +40,7 @@ from supervisor.protocol import (
     ResourceResult,
     ResourceTemplateInfo,
 )
-from supervisor.registry import prefixed_names
+from supervisor.shared.names import prefixed_names
 from workers.listing import ListingFailed, Pager, Warnings, every_entry, models_of
 from workers.results import EMPTY_TEXT, render_text
 from workers.values import InvalidArguments, decode_arguments

@@ -22,7 +22,7 @@ The rules:
   or nests deeper than ``MAX_ENTRY_DEPTH`` is left out with a warning;
 - a tool's ``inputSchema``: missing or ``{}`` means no declared arguments, served as
   ``NO_ARGUMENTS``; an object without ``type`` gets ``"type": "object"`` (arguments always are one);
-  anything else must be a valid JSON Schema of an object (``supervisor.schemas.schema_problem``),
+  anything else must be a valid JSON Schema of an object (``supervisor.shared.schemas.schema_problem``),
   and on 2026-07-28 sessions carry valid ``x-mcp-header`` annotations, or the tool is left out with
   a warning; an unusable ``outputSchema``, ``description``, ``title`` or ``annotations`` is dropped
   with a warning and the tool served (its results then unchecked);
@@ -43,7 +43,7 @@ import pydantic
 from mcp.shared.inbound import find_invalid_x_mcp_header
 
 from supervisor.protocol import WorkerTool, total_decoder
-from supervisor.schemas import json_schema_problem, schema_problem
+from supervisor.shared.schemas import json_schema_problem, schema_problem
 from workers.values import json_problem
 
 __all__ = [

@@ -2,8 +2,8 @@
 
 Above: the rest of the worker, which logs as usual (``logging``), and ``workers.stdio``, which hands
 each line its server writes to stderr to a ``StderrRelay``. Below: this process's stderr, a pipe to
-the keeper's ``supervisor.worker_log``. The line format is ``supervisor.boot``'s (``log_lines``,
-``server_line``), so both ends read it alike; a ``LAST_WORD`` line is the worker's last word.
+the keeper's ``supervisor.daemon.servers.worker_log``. The line format is ``supervisor.shared.boot``'s
+(``log_lines``, ``server_line``), so both ends read it alike; a ``LAST_WORD`` line is the worker's last word.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 
 import trio
 
-from supervisor.boot import log_lines, server_line
+from supervisor.shared.boot import log_lines, server_line
 from workers.ratelimit import RateLimit
 
 __all__ = ["LineHandler", "StderrRelay", "log_to_stderr", "one_line"]

@@ -6,7 +6,7 @@ Client ID Metadata Documents, PKCE, the token endpoint's client authentication, 
 step-up, the RFC 8707 ``resource`` parameter, and the 2025-03-26 fallbacks. This module adds what a
 daemon needs around it:
 
-- ``FileStorage``: the SDK's token storage over the server's token file (``supervisor.tokens``), so
+- ``FileStorage``: the SDK's token storage over the server's token file (``supervisor.security.tokens``), so
   tokens outlive the worker, and ``mcp-supervisor login`` hands them to it;
 - ``Unattended``: a token is refreshed ahead of its expiry (``REFRESH_AHEAD``), and on a 401 with a
   refresh token, a refresh is tried before anything else. Where only a person can go on (no token, a
@@ -15,7 +15,7 @@ daemon needs around it:
 - ``make_auth``: the grant's provider for a server's ``oauth`` settings: the authorization code
   (``login``), client credentials (a secret, or ``private_key_jwt``), or an identity assertion.
 
-Above: ``workers.remote`` (the worker's transports) and ``supervisor.login`` (the ``login`` command,
+Above: ``workers.remote`` (the worker's transports) and ``supervisor.cli.login`` (the ``login`` command,
 which passes handlers that do reach a person). Nothing here logs a token, a secret or a code.
 """
 
@@ -43,8 +43,8 @@ from mcp.shared.auth import (
 )
 from pydantic import AnyUrl, ValidationError
 
-from supervisor.config_model import OAuthSpec, ServerSpec
-from supervisor.tokens import TokenFile
+from supervisor.config.model import OAuthSpec, ServerSpec
+from supervisor.security.tokens import TokenFile
 from workers.remote import LoginNeeded, login_hint
 
 __all__ = ["FileStorage", "Unattended", "make_auth"]

@@ -25,7 +25,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT, create_mcp_http_client
 
-from supervisor.config_model import ServerSpec
+from supervisor.config.model import ServerSpec
 
 __all__ = ["HttpTrouble", "LoginNeeded", "connect_remote", "keepalive_http_client", "login_hint"]
 

@@ -44,7 +44,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ValidationError
 
-from supervisor.config_model import SamplingHook, ServerSpec
+from supervisor.config.model import SamplingHook, ServerSpec
 from workers.asking import CallerAnswer
 
 __all__ = ["ServerRequests", "fill_defaults"]

@@ -3,7 +3,7 @@
 Above: ``workers.worker``, which runs one ``Worker`` in ``trio.run`` and exits with its
 ``WorkerExit`` status. Below: one ``mcp.Client`` session over the server's transport
 (``workers.stdio``, or ``workers.remote`` for a remote server); beside it, the link
-(``workers.link``), the calls it serves (``workers.calls``) and the server's tools
+(``workers.uplink``), the calls it serves (``workers.calls``) and the server's tools
 (``workers.tools``).
 
 A worker starts the server (reporting ``Started`` with its pid), initializes, lists every tool and
@@ -45,20 +45,20 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from supervisor import __version__
-from supervisor._process import reap_on_sigchld
-from supervisor.boot import LAST_WORD, STOP_LINE, WorkerBoot, WorkerExit
 from supervisor.protocol import Ready, Started, ToolsChanged, WorkerTool
+from supervisor.shared.boot import LAST_WORD, STOP_LINE, WorkerBoot, WorkerExit
+from supervisor.shared.processes import reap_on_sigchld
 from workers import sdk
 from workers.calls import Calls
 from workers.catalog import Catalog
 from workers.interest import Interests
-from workers.link import Link
 from workers.listing import ListingFailed, Pager
 from workers.logs import StderrRelay, one_line
 from workers.remote import HttpTrouble, LoginNeeded, connect_remote, login_hint
 from workers.requests import ServerRequests
 from workers.stdio import CommandNotFound, StdioServer
 from workers.tools import ToolWatch
+from workers.uplink import Link
 
 __all__ = ["Worker", "first_leaf"]
 
@@ -159,7 +159,7 @@ class Worker:
         spec = self.boot.spec
         if spec.oauth is None or spec.url is None:
             return None
-        from supervisor.tokens import TokenFile  # only OAuth servers pay for these imports
+        from supervisor.security.tokens import TokenFile  # only OAuth servers pay for these imports
         from workers.oauth import make_auth
 
         return make_auth(spec, TokenFile(spec.name, spec.url), on_login_needed=self._login_needed)

@@ -44,7 +44,7 @@ from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from supervisor._process import kill_adopted, kill_group
+from supervisor.shared.processes import kill_adopted, kill_group
 from workers.own_requests import OwnRequests
 from workers.ratelimit import RateLimit
 

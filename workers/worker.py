@@ -1,6 +1,6 @@
 """One worker process: owns exactly one MCP session and serves the supervisor's calls.
 
-Above: the supervisor, reached through a DEALER on the worker link (``workers.link``:
+Above: the supervisor, reached through a DEALER on the worker link (``workers.uplink``:
 ``supervisor.protocol`` ``WorkerCommand`` in, ``WorkerEvent`` out), and the keeper that started
 this process (``python -m workers NAME``, or forked from ``workers.zygote``): stdin is the
 lifeline, stderr carries the log. Below: the session's life (``workers.session``), one
@@ -8,13 +8,13 @@ lifeline, stderr carries the log. Below: the session's life (``workers.session``
 
 Life of a worker:
 
-1. read one JSON ``WorkerBoot`` line from stdin (``supervisor.boot``); stdin then stays open as
+1. read one JSON ``WorkerBoot`` line from stdin (``supervisor.shared.boot``); stdin then stays open as
    the *lifeline*: ``stop`` then end-of-file is an orderly stop (close the session, then the
    server: stdin, SIGTERM, SIGKILL); end-of-file alone means the supervisor died (even by
    kill -9), and the server is SIGKILLed at once;
 2. start the server (reporting ``Started`` with its pid), initialize, list every tool (following
    ``nextCursor``; read entry by entry, so one bad tool costs only itself: see
-   ``workers.listing``), send ``Ready``; heartbeats are answered from the start (``workers.link``);
+   ``workers.listing``), send ``Ready``; heartbeats are answered from the start (``workers.uplink``);
 3. serve ``Invoke`` commands concurrently, each under its own budget: on expiry the caller gets
    ``TIMEOUT`` and the server is sent ``notifications/cancelled``; a call that asks for progress
    gets the server's notifications as ``InvokeProgress`` (``workers.progress`` coalesces them)
@@ -38,10 +38,10 @@ The worker is a child subreaper: a server's descendant that escapes its process 
 re-parented here and killed with the server.
 
 Log records and the server's stderr go to this process's stderr, one line each, as
-``<levelno> <text>`` or ``S <server stderr line>`` (``workers.logs``, in ``supervisor.boot``'s
-format); the supervisor's keeper reads them into its own log (``supervisor.worker_log``).
+``<levelno> <text>`` or ``S <server stderr line>`` (``workers.logs``, in ``supervisor.shared.boot``'s
+format); the supervisor's keeper reads them into its own log (``supervisor.daemon.servers.worker_log``).
 
-With ``tracing`` in its boot line, the worker traces its calls (``supervisor.tracing``, configured
+With ``tracing`` in its boot line, the worker traces its calls (``supervisor.shared.tracing``, configured
 here, after the fork) and exports its last spans, bounded, as it exits.
 
 Nothing the supervisor relays ends the worker: a call's arguments are decoded totally
@@ -58,12 +58,12 @@ import msgspec
 import trio
 import zmq
 
-from supervisor import tracing
-from supervisor._process import become_subreaper
-from supervisor.boot import LAST_WORD, WorkerExit, decode_worker_boot
-from workers.link import Link
+from supervisor.shared import tracing
+from supervisor.shared.boot import LAST_WORD, WorkerExit, decode_worker_boot
+from supervisor.shared.processes import become_subreaper
 from workers.logs import log_to_stderr, one_line, set_level
 from workers.session import Worker, first_leaf
+from workers.uplink import Link
 
 __all__ = ["Worker", "main"]
 

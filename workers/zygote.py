@@ -35,8 +35,8 @@ import sys
 import traceback
 from typing import Final, NoReturn
 
-from supervisor._process import set_process_name
-from supervisor.boot import WorkerExit
+from supervisor.shared.boot import WorkerExit
+from supervisor.shared.processes import set_process_name
 
 __all__ = ["PRELOAD", "ZYGOTE_FD", "main"]
 
@@ -77,7 +77,7 @@ def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
             os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         random.seed()  # not the zygote's sequence
-        sys.argv = [sys.argv[0], name]  # as an exec'd worker has it (``supervisor.boot.worker_argv``)
+        sys.argv = [sys.argv[0], name]  # as an exec'd worker has it (``supervisor.shared.boot.worker_argv``)
         set_process_name(f"mcp-w {name}")
         from workers.worker import main
 

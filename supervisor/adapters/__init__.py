@@ -1,6 +1,6 @@
 """The supervisor's tools for model APIs and agent frameworks.
 
-Above: agents. Below: the client stubs (``supervisor.client``, ``supervisor.aclient``).
+Above: agents. Below: the client stubs (``supervisor.client.blocking``, ``supervisor.client.aio``).
 
 - ``supervisor.adapters.formats``: tools in OpenAI's and Anthropic's formats, and a call's outcome
   as Anthropic's ``tool_result`` block or OpenAI's ``tool`` message (pure functions; the stubs'

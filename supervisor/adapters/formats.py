@@ -5,7 +5,7 @@ Above: ``SupervisorClient.openai_tools()`` / ``anthropic_tools()`` (and the asyn
 registry-style tool sets of ``supervisor.adapters.toolset``, and agent loops that hand a call's
 outcome back to a model (``anthropic_tool_result``, ``openai_tool_message``). Below: the registry
 entries and call results of ``supervisor.protocol`` (``ToolInfo``, ``ToolResult``) and the errors of
-``supervisor.errors``.
+``supervisor.client.errors``.
 
 A tool's name must match ``^[a-zA-Z0-9_-]{1,64}$`` in both APIs: the registry's
 ``mcp_{server}_{tool}`` names do by construction. Its schema must be a JSON Schema object: the
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from supervisor.errors import SupervisorError, ToolExecutionError
+from supervisor.client.errors import SupervisorError, ToolExecutionError
 from supervisor.protocol import ToolInfo, ToolResult
 
 __all__ = [

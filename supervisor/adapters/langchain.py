@@ -39,10 +39,10 @@ except ImportError as exc:
         "supervisor.adapters.langchain needs langchain-core: pip install 'mcp-supervisor[langchain]'"
     ) from exc
 
-from supervisor.aclient import AsyncSupervisorClient
 from supervisor.adapters.toolset import Arguments, AsyncToolRegistry, ToolDefinition, ToolRegistry
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorError
+from supervisor.client.aio import AsyncSupervisorClient
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorError
 from supervisor.protocol import ToolInfo, ToolResult
 
 __all__ = ["SupervisorTool", "SupervisorToolkit"]

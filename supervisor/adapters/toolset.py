@@ -3,7 +3,7 @@
 
 Above: an agent framework's tool registry or an agent's own loop, and the LangChain tool set of
 ``supervisor.adapters.langchain``, built on these. Below: the client stubs: ``tool_cache()`` (the
-tool list kept current by the supervisor's events, ``supervisor.tool_cache``) and ``call_tool``.
+tool list kept current by the supervisor's events, ``supervisor.client.tool_cache``) and ``call_tool``.
 
 ``ToolRegistry`` works over a ``SupervisorClient`` (blocking, thread-safe); ``AsyncToolRegistry``
 over an ``AsyncSupervisorClient`` (asyncio or trio). ``list()`` reads the cache, so it never asks
@@ -28,9 +28,9 @@ from supervisor.adapters.formats import input_schema_of
 from supervisor.protocol import ToolInfo, ToolResult
 
 if TYPE_CHECKING:
-    from supervisor.aclient import AsyncSupervisorClient
-    from supervisor.client import SupervisorClient
-    from supervisor.tool_cache import AsyncToolCache, ToolCache
+    from supervisor.client.aio import AsyncSupervisorClient
+    from supervisor.client.blocking import SupervisorClient
+    from supervisor.client.tool_cache import AsyncToolCache, ToolCache
 
 __all__ = ["AsyncToolRegistry", "ToolDefinition", "ToolRegistry"]
 

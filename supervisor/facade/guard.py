@@ -22,7 +22,7 @@ import logging
 import resource
 from typing import TYPE_CHECKING, Final
 
-from supervisor.repeats import Repeats
+from supervisor.shared.repeats import Repeats
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.h11_impl import H11Protocol

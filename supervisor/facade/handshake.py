@@ -23,7 +23,7 @@ difference).
 When the line has not come by the time the facade looks for it, the SDK is loaded in a thread
 meanwhile, and once it is, the facade stops waiting and starts as it would without the line.
 
-Above: ``supervisor.facade.commands.cmd_mcp``. Below: nothing but the standard library.
+Above: ``supervisor.cli.facade_commands.cmd_mcp``. Below: nothing but the standard library.
 """
 
 from __future__ import annotations

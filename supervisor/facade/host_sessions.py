@@ -33,7 +33,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from supervisor.facade.replay import Ledger, Replay
-from supervisor.repeats import Repeats
+from supervisor.shared.repeats import Repeats
 
 __all__ = ["MAX_SESSIONS", "RETRY_MS", "Sessions", "session_app"]
 

@@ -45,7 +45,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from supervisor.facade.handshake import Answered
-from supervisor.repeats import Repeats
+from supervisor.shared.repeats import Repeats
 
 __all__ = [
     "MAX_LINE",

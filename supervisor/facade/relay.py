@@ -36,7 +36,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.subscriptions import ResourceUpdated as BusResourceUpdated
 
-from supervisor.events import message_data
+from supervisor.client.watch import message_data
 from supervisor.protocol import LOG_LEVELS, ResourceUpdated, ServerMessage
 
 __all__ = ["DEFAULT_LEVEL", "QUEUE", "Relay"]

@@ -31,7 +31,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from supervisor.errors import SupervisorError
+from supervisor.client.errors import SupervisorError
 from supervisor.facade.callers import Hosts
 from supervisor.facade.upstream import SupervisorGone, Upstream
 from supervisor.facade.views import View

@@ -1,6 +1,6 @@
 """Running the facade: over stdio (``mcp-supervisor mcp``) or streamable HTTP (``serve --http``).
 
-Above: the CLI (``supervisor.cli``). Below: the facade (``supervisor.facade.server``) and its link
+Above: the CLI (``supervisor.cli.main``). Below: the facade (``supervisor.facade.server``) and its link
 to the supervisor (``supervisor.facade.upstream``), and the SDK's transports: ``stdio_server`` for a
 host that starts the facade as its MCP server, and the SDK's streamable HTTP app on uvicorn.
 
@@ -35,8 +35,8 @@ from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
 from supervisor.facade.upstream import Upstream
-from supervisor.keys import Keys
-from supervisor.web.address import HostCheck, ListenAddress
+from supervisor.security.keys import Keys
+from supervisor.shared.address import HostCheck, ListenAddress
 
 __all__ = ["MCP_PATH", "BearerAuth", "bind", "http_app", "serve_http", "serve_stdio"]
 

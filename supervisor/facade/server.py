@@ -53,8 +53,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import ValidationError
 
 from supervisor import __version__
-from supervisor.client import AsyncSupervisorClient
-from supervisor.errors import SupervisorError
+from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client.errors import SupervisorError
 from supervisor.facade.callers import Hosts
 from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
 from supervisor.facade.relay import Relay
@@ -62,7 +62,7 @@ from supervisor.facade.resources import Catalog, complete, listable, refusal
 from supervisor.facade.upstream import Change, SupervisorGone, Upstream
 from supervisor.facade.views import SearchIndex, View
 from supervisor.protocol import ToolInfo, ToolResult
-from supervisor.registry import free_name
+from supervisor.shared.names import free_name
 
 __all__ = ["CALL_TOOL", "SEARCH_TOOL", "Facade", "FacadeOptions"]
 

@@ -2,7 +2,7 @@
 
 Above: the MCP facade (``supervisor.facade.server``), which reads ``tools()``, calls through
 ``calling()`` and is told by ``changed`` when what it serves may have changed. Below: the async
-client stub (``supervisor.aclient``) and an event subscription (``supervisor.events``); with a
+client stub (``supervisor.client.aio``) and an event subscription (``supervisor.client.watch``); with a
 ``Launcher`` (``mcp-supervisor mcp --config FILE``), the supervisor it starts when none answers.
 
 The supervisor publishes its registry's version every second. No event for ``BEACON_LOSS`` seconds
@@ -28,14 +28,14 @@ from typing import Final
 import anyio
 import anyio.abc
 
-from supervisor.aclient import AsyncSupervisorClient
-from supervisor.errors import SupervisorError
-from supervisor.events import AsyncEventWatch
+from supervisor.client.aio import AsyncSupervisorClient
+from supervisor.client.errors import SupervisorError
+from supervisor.client.tool_cache import ToolTable
+from supervisor.client.watch import AsyncEventWatch
 from supervisor.facade.launch import Launcher
-from supervisor.keys import Keys
-from supervisor.paths import resolve_endpoint
 from supervisor.protocol import ResourceUpdated, ServerMessage, StateChanged, ToolInfo
-from supervisor.tool_cache import ToolTable
+from supervisor.security.keys import Keys
+from supervisor.shared.paths import resolve_endpoint
 
 __all__ = ["BEACON_LOSS", "Change", "SupervisorGone", "Upstream"]
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from supervisor.config.tool_filters import matches_any
 from supervisor.protocol import ToolInfo
-from supervisor.registry import server_of
-from supervisor.views import matches_any
+from supervisor.shared.names import server_of
 
 __all__ = ["Hit", "SearchIndex", "View"]
 

@@ -8,12 +8,12 @@ of ``docs/protocol.md``, the specification of the front and events sockets, and 
 
 Two links use this module:
 
-- the *front* link: agents and the CLI (a DEALER in ``supervisor.client``) talk
+- the *front* link: agents and the CLI (a DEALER in ``supervisor.client.blocking``) talk
   to the supervisor's ROUTER. Requests are ``FrontRequest``; each gets exactly
   one terminal ``FrontReply`` carrying the caller's ``id`` (a ``CallTool`` that
   asked for progress may first get ``CallProgress`` replies, which are not terminal).
   ``Cancel`` alone gets no reply: the request it cancels is answered ``CANCELLED``.
-- the *worker* link: each worker process (a DEALER in ``workers.link``)
+- the *worker* link: each worker process (a DEALER in ``workers.uplink``)
   talks to the supervisor's worker ROUTER. The supervisor sends
   ``WorkerCommand``; the worker sends ``WorkerEvent``.
 

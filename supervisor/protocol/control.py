@@ -1,8 +1,8 @@
 """Front requests of an operator that are neither calls nor listings: a server's log, and shutdown.
 
-Above: the client stubs (``supervisor.exchanges`` builds these requests) and the CLI's ``logs`` and
+Above: the client stubs (``supervisor.client.exchanges`` builds these requests) and the CLI's ``logs`` and
 ``shutdown``. Below: ``supervisor.protocol.front``, whose request and reply unions include them, and
-the supervisor's dispatch (``supervisor.core``), which answers them. Each request gets exactly one
+the supervisor's dispatch (``supervisor.daemon.core``), which answers them. Each request gets exactly one
 terminal reply, as every front request does.
 """
 
@@ -18,7 +18,7 @@ __all__ = ["LOG_LIMIT", "MAX_GRACE", "GetLogs", "LogLine", "LogLines", "LogStrea
 
 LOG_LIMIT: Final = 1000
 """The most lines one ``GetLogs`` answers with (a larger ``limit`` is cut to it): a server's whole
-ring buffer (``supervisor.worker_log.RING_LINES``)."""
+ring buffer (``supervisor.daemon.servers.worker_log.RING_LINES``)."""
 
 MAX_GRACE: Final = 86400.0  # seconds: a ``Shutdown`` grace beyond a day is a mistake (or infinite)
 

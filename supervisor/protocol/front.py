@@ -58,7 +58,8 @@ class CallTool(_Message):
     # Requests of the server the caller answers itself, during this call (``ASKABLE``): each reaches it
     # as a ``ServerRequest`` reply, which it answers with ``Answer``. Others are answered by the config.
     answers: list[str] = []
-    # W3C trace context of the caller's span (``supervisor.tracing``); one that is not valid is ignored.
+    # W3C trace context of the caller's span (``supervisor.shared.tracing``); one that is not valid is
+    # ignored.
     traceparent: str = ""
     tracestate: str = ""
 

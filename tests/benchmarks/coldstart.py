@@ -65,7 +65,7 @@ from pathlib import Path
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from supervisor.client import SupervisorClient
+from supervisor.client.blocking import SupervisorClient
 from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
     DEFAULT_START_TIMEOUT,

@@ -21,13 +21,13 @@ from typing import Any
 
 import trio
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorUnreachableError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorUnreachableError
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 120.0  # seconds for the supervisor and every server to become ready
 STOP_TIMEOUT = 20.0  # seconds for the supervisor to exit after SIGINT
-CLI = "import sys; from supervisor.cli import main; sys.exit(main())"
+CLI = "import sys; from supervisor.cli.main import main; sys.exit(main())"
 
 AsyncCall = Callable[[], Awaitable[object]]
 

@@ -34,7 +34,7 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment
 
-from supervisor.client import SupervisorClient
+from supervisor.client.blocking import SupervisorClient
 from tests.benchmarks.common import (
     EVERYTHING,
     NODE,

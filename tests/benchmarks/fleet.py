@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorUnreachableError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorUnreachableError
 from supervisor.protocol import ToolInfo
 from tests.benchmarks.common import REPO, launch_supervisor, machine_info, stop_supervisor
 from tests.e2e.harness import EVERYTHING, NODE

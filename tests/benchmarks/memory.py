@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from supervisor.client import SupervisorClient
+from supervisor.client.blocking import SupervisorClient
 from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
     HelpFormatter,

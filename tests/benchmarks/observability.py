@@ -67,8 +67,8 @@ import msgspec
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.metrics.meter import CallMeter
+from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.ops.metrics.meter import CallMeter
 from supervisor.protocol import ToolResult, encode
 from tests.benchmarks.common import (
     STDIO_SERVERS,

@@ -73,8 +73,8 @@ from typing import Any
 
 import trio
 
-from supervisor.aclient import AsyncSupervisorClient
-from supervisor.client import SupervisorClient
+from supervisor.client.aio import AsyncSupervisorClient
+from supervisor.client.blocking import SupervisorClient
 from supervisor.protocol.payloads import ServerStatus
 from tests.benchmarks.common import (
     READY_TIMEOUT,

@@ -51,8 +51,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorError
 from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
     IDLE,

@@ -48,7 +48,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from supervisor.client import SupervisorClient
+from supervisor.client.blocking import SupervisorClient
 from tests.benchmarks.common import (
     EVERYTHING,
     NODE,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import zmq
 
-from supervisor.client import SupervisorClient
+from supervisor.client.blocking import SupervisorClient
 from supervisor.protocol import ListTools, encode
 from tests.benchmarks.common import (
     cpu_seconds,

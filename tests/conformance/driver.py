@@ -39,8 +39,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorError, SupervisorUnreachableError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorError, SupervisorUnreachableError
 from supervisor.protocol import ServerStatus, ToolInfo
 
 SERVER: Final = "conf"  # the scenario's server in the config

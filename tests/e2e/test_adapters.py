@@ -23,8 +23,13 @@ from supervisor.adapters import (
     openai_tool_message,
 )
 from supervisor.adapters.langchain import SupervisorTool, SupervisorToolkit
-from supervisor.client import AsyncSupervisorClient
-from supervisor.errors import InvalidArgumentsError, ToolExecutionError, ToolTimeoutError, UnknownToolError
+from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client.errors import (
+    InvalidArgumentsError,
+    ToolExecutionError,
+    ToolTimeoutError,
+    UnknownToolError,
+)
 from supervisor.protocol import ToolResult
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 

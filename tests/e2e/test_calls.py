@@ -12,8 +12,8 @@ import pytest
 import trio
 import zmq
 
-from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.errors import (
+from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client.errors import (
     InvalidArgumentsError,
     ServerError,
     SupervisorUnreachableError,

@@ -165,7 +165,7 @@ def test_a_servers_escape_sequences_reach_no_terminal_raw(tmp_path: Path) -> Non
     """A server writes terminal escapes (retitle the window, clear the screen, a CSI in C1) on stderr
     and crashes: ``status``, the failed ``call``, ``events`` and the supervisor's own log show them
     escaped."""
-    from supervisor.errors import WorkerCrashedError
+    from supervisor.client.errors import WorkerCrashedError
     from tests.e2e.harness import stdio_test_server
 
     hostile = "\x1b]0;pwned\x07\x1b[2J\u009b31m\u202eevil"

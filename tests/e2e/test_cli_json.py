@@ -1,5 +1,5 @@
 """The CLI as a script uses it, against a real supervisor: ``--json`` on every command, the documented
-exit codes (``supervisor.exit_codes``), ``logs`` (a server's stderr kept across crashes, followed with
+exit codes (``supervisor.cli.exit_codes``), ``logs`` (a server's stderr kept across crashes, followed with
 ``-f``, hostile bytes escaped and bounded) and ``shutdown`` (drain, then nothing left running)."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from supervisor._process import children
-from supervisor.errors import WorkerCrashedError
-from supervisor.worker_log import MAX_LINE, RING_CHARS, RING_LINES
+from supervisor.client.errors import WorkerCrashedError
+from supervisor.daemon.servers.worker_log import MAX_LINE, RING_CHARS, RING_LINES
+from supervisor.shared.processes import children
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e

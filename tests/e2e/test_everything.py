@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.errors import ToolTimeoutError
+from supervisor.client.errors import ToolTimeoutError
 from tests.e2e.harness import EVERYTHING, NODE, NodeHttpServer, SupervisorProcess, npm_package
 
 pytestmark = pytest.mark.e2e

@@ -30,8 +30,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment
 from mcp.shared.exceptions import MCPError
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorUnreachableError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorUnreachableError
 from tests.e2e.facade import (
     HOST_LIFETIME,
     HOST_TIMEOUT,

@@ -20,9 +20,8 @@ import pytest
 import trio
 import zmq
 
-from supervisor._process import children
-from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.errors import (
+from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client.errors import (
     ServerUnavailableError,
     SupervisorError,
     SupervisorUnreachableError,
@@ -30,6 +29,7 @@ from supervisor.errors import (
     WorkerCrashedError,
 )
 from supervisor.protocol import InvokeResult, ServerStatus, ToolResult, encode
+from supervisor.shared.processes import children
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e

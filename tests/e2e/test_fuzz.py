@@ -28,8 +28,7 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.boot import WorkerBoot, WorkerExit
-from supervisor.config import parse_config
+from supervisor.config.load import parse_config
 from supervisor.protocol import (
     HEARTBEAT,
     Abort,
@@ -45,6 +44,7 @@ from supervisor.protocol import (
     decode_worker_event,
     encode,
 )
+from supervisor.shared.boot import WorkerBoot, WorkerExit
 from tests.e2e.harness import (
     SupervisorProcess,
     alive,

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 import zmq
 
-from supervisor.errors import ServerError
+from supervisor.client.errors import ServerError
 from supervisor.protocol import (
     CallResult,
     CallTool,

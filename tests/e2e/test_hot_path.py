@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.errors import ServerError, ToolTimeoutError
+from supervisor.client.errors import ServerError, ToolTimeoutError
 from tests.e2e.harness import SupervisorProcess, poll
 
 pytestmark = pytest.mark.e2e

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.errors import ServerError
+from supervisor.client.errors import ServerError
 from supervisor.protocol import ToolInfo
 from tests.e2e.harness import SupervisorProcess, poll
 

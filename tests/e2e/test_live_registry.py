@@ -18,14 +18,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from supervisor.client import AsyncSupervisorClient
+from supervisor.client.blocking import AsyncSupervisorClient
 from supervisor.protocol import RegistryChanged, StateChanged
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
-CLI = "import sys; from supervisor.cli import main; sys.exit(main())"
+CLI = "import sys; from supervisor.cli.main import main; sys.exit(main())"
 LEGACY_SERVER = Path(__file__).parent.parent / "servers" / "legacy_server.py"
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.errors import ServerError, SupervisorError, ToolExecutionError, ToolTimeoutError
+from supervisor.client.errors import ServerError, SupervisorError, ToolExecutionError, ToolTimeoutError
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 from tests.e2e.web import (
     CONTROL,

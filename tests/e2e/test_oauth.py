@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.errors import ServerUnavailableError
+from supervisor.client.errors import ServerUnavailableError
 from tests.e2e.harness import SupervisorProcess
 
 pytestmark = pytest.mark.e2e

@@ -19,9 +19,9 @@ import msgspec
 import pytest
 import trio
 
-from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.errors import BadRequestError, SupervisorError
-from supervisor.events import EventWatch
+from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client.errors import BadRequestError, SupervisorError
+from supervisor.client.watch import EventWatch
 from supervisor.protocol import CallResult, CallTool, ErrorReply, RegistryChanged, ServerStatus, ToolResult
 from tests.e2e.harness import SupervisorProcess, alive, poll, raw_call, raw_client
 from tests.e2e.test_cli import cli

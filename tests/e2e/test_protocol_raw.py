@@ -20,8 +20,8 @@ import msgspec
 import pytest
 import zmq
 
-from supervisor.keys import keygen
 from supervisor.protocol.spec import hex_examples
+from supervisor.security.keys import keygen
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import ServerUnavailableError, SupervisorError, ToolTimeoutError, WorkerCrashedError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import (
+    ServerUnavailableError,
+    SupervisorError,
+    ToolTimeoutError,
+    WorkerCrashedError,
+)
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
@@ -270,8 +275,8 @@ async def test_after_kill_9_of_the_supervisor_calls_without_a_timeout_are_unreac
     """Its socket file stays and ZeroMQ would queue a request for ever: a call in flight, a new call
     (blocking stub, async stub, the CLI), none with a timeout, each ends UNREACHABLE within seconds
     (the stubs ping a supervisor that falls silent during a long wait), not at the hour."""
-    from supervisor.aclient import AsyncSupervisorClient
-    from supervisor.errors import SupervisorUnreachableError
+    from supervisor.client.aio import AsyncSupervisorClient
+    from supervisor.client.errors import SupervisorUnreachableError
 
     sup = start_supervisor({"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
     inflight = _call_in_thread(sup, "mcp_test_slow", {"seconds": 3000, "tag": "stale"}, timeout=None)

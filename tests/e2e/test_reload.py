@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor._process import children
-from supervisor.client import AsyncSupervisorClient
-from supervisor.errors import BadRequestError, SupervisorError, UnknownToolError, WorkerCrashedError
+from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client.errors import BadRequestError, SupervisorError, UnknownToolError, WorkerCrashedError
 from supervisor.protocol import ReloadSummary
+from supervisor.shared.processes import children
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.errors import (
+from supervisor.client.errors import (
     ServerError,
     ServerUnavailableError,
     SupervisorError,

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from supervisor.client import AsyncSupervisorClient
-from supervisor.errors import (
+from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client.errors import (
     BadRequestError,
     InvalidArgumentsError,
     ServerError,

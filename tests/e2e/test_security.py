@@ -22,11 +22,11 @@ import pytest
 import trio
 import zmq
 
-from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.errors import SupervisorAuthenticationError
-from supervisor.events import AsyncEventWatch, EventWatch
-from supervisor.keys import KEYS_ENV, keygen
+from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client.errors import SupervisorAuthenticationError
+from supervisor.client.watch import AsyncEventWatch, EventWatch
 from supervisor.protocol import Ping, StateChanged, encode
+from supervisor.security.keys import KEYS_ENV, keygen
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e

@@ -23,8 +23,8 @@ import pytest
 import trio
 from mcp.shared.exceptions import MCPError
 
-from supervisor.errors import BadRequestError, SupervisorUnreachableError, UnknownToolError
-from supervisor.events import EventWatch, message_data
+from supervisor.client.errors import BadRequestError, SupervisorUnreachableError, UnknownToolError
+from supervisor.client.watch import EventWatch, message_data
 from supervisor.protocol import ResourceUpdated, ServerMessage
 from tests.e2e.facade import stdio_host, text_of
 from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, npm_package, poll

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from supervisor.errors import UnknownToolError
+from supervisor.client.errors import UnknownToolError
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e

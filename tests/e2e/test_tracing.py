@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from supervisor.errors import ServerError, UnknownToolError
+from supervisor.client.errors import ServerError, UnknownToolError
 from supervisor.protocol import CallResult, CallTool
 from tests.e2e.harness import SupervisorProcess, poll, raw_client, stdio_test_server
 from tests.otel import (

@@ -122,7 +122,7 @@ def test_the_wheel_holds_every_module_and_data_file_and_no_tests(installed: Inst
     dist_info = next(name.split("/")[0] for name in names if ".dist-info/" in name)
     assert f"{dist_info}/licenses/LICENSE" in names
     entry_points = zipfile.ZipFile(installed.wheel).read(f"{dist_info}/entry_points.txt").decode()
-    assert "mcp-supervisor = supervisor.cli:main" in entry_points
+    assert "mcp-supervisor = supervisor.cli.main:main" in entry_points
 
 
 def test_the_installed_package_is_the_wheel_not_this_checkout(installed: Installed) -> None:

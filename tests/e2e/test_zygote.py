@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor._process import children
+from supervisor.shared.processes import children
 from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
@@ -115,7 +115,7 @@ def test_a_zygote_that_cannot_start_falls_back_to_exec(start_supervisor: Start, 
 
 
 def test_unknown_spawn_mode_is_a_config_error(tmp_path: Path) -> None:
-    from supervisor.config import ConfigError, load_config
+    from supervisor.config.load import ConfigError, load_config
 
     path = tmp_path / "mcp.json"
     path.write_text('{"supervisor": {"workerSpawn": "vfork"}, "mcpServers": {}}')

@@ -20,9 +20,9 @@ from mcp_types import CallToolResult, TextContent
 from supervisor.protocol import Abort, Invoke, InvokeFailed, InvokeResult, WorkerEvent, WorkerTool
 from workers.calls import Calls
 from workers.catalog import Catalog
-from workers.link import Link
 from workers.own_requests import OWN_IDS, OwnRequests
 from workers.stdio import StdioServer
+from workers.uplink import Link
 
 WAIT = 5.0  # seconds any one wait in these tests may take
 

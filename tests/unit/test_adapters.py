@@ -34,9 +34,9 @@ from supervisor.adapters.formats import (
 )
 from supervisor.adapters.langchain import SupervisorTool, SupervisorToolkit
 from supervisor.adapters.toolset import ToolDefinition, ToolRegistry, _Definitions
-from supervisor.errors import InvalidArgumentsError, ToolExecutionError, ToolTimeoutError
+from supervisor.client.errors import InvalidArgumentsError, ToolExecutionError, ToolTimeoutError
 from supervisor.protocol import ToolInfo, ToolResult
-from supervisor.registry import free_name
+from supervisor.shared.names import free_name
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
 NAME = r"^[a-zA-Z0-9_-]{1,64}\Z"  # as documented, with \Z: Python's $ also matches before a newline
@@ -513,7 +513,7 @@ def loaded_after(script: str) -> set[str]:
 
 def test_the_client_and_the_framework_free_adapters_never_load_langchain() -> None:
     loaded = loaded_after(
-        "import supervisor, supervisor.client, supervisor.adapters, supervisor.adapters.toolset"
+        "import supervisor, supervisor.client.blocking, supervisor.adapters, supervisor.adapters.toolset"
     )
     assert not {name for name in loaded if name.split(".")[0] in ("langchain_core", "pydantic")}
     assert "supervisor.adapters.formats" in loaded

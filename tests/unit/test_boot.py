@@ -1,4 +1,4 @@
-"""The conventions between a keeper and its worker (``supervisor.boot``): what one side writes, the
+"""The conventions between a keeper and its worker (``supervisor.shared.boot``): what one side writes, the
 other reads."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.boot import (
+from supervisor.shared.boot import (
     LAST_WORD,
     is_worker_cmdline,
     log_lines,

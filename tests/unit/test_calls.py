@@ -7,8 +7,8 @@ import logging
 import msgspec
 import pytest
 
-from supervisor.calls import DEADLINE_MARGIN, CallTable, Gather, Pending
-from supervisor.config import SupervisorSettings
+from supervisor.config.load import SupervisorSettings
+from supervisor.daemon.call_table import DEADLINE_MARGIN, CallTable, Gather, Pending
 from supervisor.protocol import (
     CallProgress,
     CallResult,
@@ -19,7 +19,7 @@ from supervisor.protocol import (
     Listing,
     ServerFailure,
 )
-from supervisor.repeats import Repeats
+from supervisor.shared.repeats import Repeats
 
 A, B = b"agent-a", b"agent-b"  # front routing ids
 W1, W2 = b"one/1/aa", b"two/1/bb"  # worker incarnations

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.cli import build_parser, main
-from supervisor.cli_output import print_json, print_json_line, printable
-from supervisor.exit_codes import EXIT_CODES, CliError, ExitCode, exit_code_for
+from supervisor.cli.exit_codes import EXIT_CODES, CliError, ExitCode, exit_code_for
+from supervisor.cli.main import build_parser, main
+from supervisor.cli.output import print_json, print_json_line, printable
 from supervisor.protocol import ERROR_CODES
 
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"

@@ -14,8 +14,8 @@ import pytest
 import trio
 import zmq
 
-from supervisor.client import AsyncSupervisorClient, SupervisorClient
-from supervisor.exchanges import Requests
+from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client.exchanges import Requests
 from supervisor.protocol import (
     CallProgress,
     CallResult,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import zmq
 
-from supervisor.client import SupervisorClient
-from supervisor.errors import SupervisorError
+from supervisor.client.blocking import SupervisorClient
+from supervisor.client.errors import SupervisorError
 
 WAIT = 10.0  # seconds a thread may take to notice the close
 

@@ -1,4 +1,4 @@
-"""Behaviour of supervisor.config: discovery, whole-file errors, per-server problems, expansion."""
+"""Behaviour of supervisor.config.load: discovery, whole-file errors, per-server problems, expansion."""
 
 import json
 from pathlib import Path
@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from supervisor.config import (
+from supervisor.config.load import (
     DEFAULT_TOOL_TIMEOUT,
     Config,
     ConfigError,
@@ -18,7 +18,7 @@ from supervisor.config import (
     load_config,
     parse_config,
 )
-from supervisor.reload import plan_reload
+from supervisor.daemon.reload_plan import plan_reload
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config" / "mcp.json"
 

@@ -1,4 +1,4 @@
-"""supervisor.config against hostile or broken files: every input is a Config or a ConfigError."""
+"""supervisor.config.load against hostile or broken files: every input is a Config or a ConfigError."""
 
 import contextlib
 import json
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.config import Config, ConfigError, load_config, parse_config
+from supervisor.config.load import Config, ConfigError, load_config, parse_config
 
 BIG = "1" + "0" * 400  # an integer no 64-bit field holds
 DEEP = "[" * 1000 + "]" * 1000  # msgspec raises RecursionError for this

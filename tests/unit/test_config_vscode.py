@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.config import ConfigError, load_config, parse_config
-from supervisor.config_vscode import Unanswered, input_env, read_env_file
+from supervisor.config.load import ConfigError, load_config, parse_config
+from supervisor.config.vscode import Unanswered, input_env, read_env_file
 
 INPUTS = [
     {"type": "promptString", "id": "api-key", "description": "The API key", "password": True},

@@ -15,8 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.boot import decode_worker_boot
-from supervisor.front import _salvage_id
+from supervisor.daemon.front_door import _salvage_id
 from supervisor.protocol import (
     MalformedMessage,
     decode_event,
@@ -25,6 +24,7 @@ from supervisor.protocol import (
     decode_worker_command,
     decode_worker_event,
 )
+from supervisor.shared.boot import decode_worker_boot
 from tests.hostile import deep, front_like, mp, mp_map, mp_str, msgpack_tree
 
 DECODERS: dict[str, Callable[[bytes], Any]] = {

@@ -1,10 +1,10 @@
-"""Behaviour of supervisor.errors: one exception class per wire code, translated in error_for."""
+"""Behaviour of supervisor.client.errors: one exception class per wire code, translated in error_for."""
 
 from __future__ import annotations
 
 import pytest
 
-from supervisor.errors import (
+from supervisor.client.errors import (
     BadRequestError,
     CallCancelledError,
     InternalError,

@@ -8,9 +8,9 @@ import pytest
 import trio
 import trio.lowlevel
 
-from supervisor.first_starts import SETTLE, FirstStarts
+from supervisor.daemon.first_starts import SETTLE, FirstStarts
+from supervisor.daemon.registry import Registry
 from supervisor.protocol import ErrorReply, FrontReply, ListTools, ToolList, WorkerState, WorkerTool
-from supervisor.registry import Registry
 
 
 @dataclass

@@ -10,7 +10,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.interests import MAX_SUBSCRIPTIONS, MAX_URI, MAX_WISHES, Interests
+from supervisor.daemon.wishes import MAX_SUBSCRIPTIONS, MAX_URI, MAX_WISHES, Interests
 from supervisor.protocol import (
     LOG_LEVELS,
     Done,

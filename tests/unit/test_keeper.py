@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from supervisor.config import ServerSpec, parse_config
-from supervisor.keeper import Keeper
+from supervisor.config.load import ServerSpec, parse_config
+from supervisor.daemon.servers.keeper import Keeper
+from supervisor.daemon.servers.spawn import SpawnMode, WorkerProcess
+from supervisor.daemon.servers.worker_log import LogRing
 from supervisor.protocol import ErrorCode, WorkerState, WorkerTool
-from supervisor.spawn import SpawnMode, WorkerProcess
-from supervisor.worker_log import LogRing
 
 
 class Owner:

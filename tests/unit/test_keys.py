@@ -1,4 +1,4 @@
-"""CURVE key files (supervisor.keys) and the gate's list of allowed clients (supervisor.curve)."""
+"""CURVE key files (supervisor.security.keys) and the gate's allowed clients (supervisor.security.curve)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,16 @@ import pytest
 import zmq
 import zmq.auth
 
-from supervisor.curve import AllowedClients, Gate, HandshakeWatch
-from supervisor.keys import KEYS_ENV, ClientKeys, KeyFileError, ServerKeys, client_keys, key_dir, keygen
+from supervisor.security.curve import AllowedClients, Gate, HandshakeWatch
+from supervisor.security.keys import (
+    KEYS_ENV,
+    ClientKeys,
+    KeyFileError,
+    ServerKeys,
+    client_keys,
+    key_dir,
+    keygen,
+)
 
 TCP = "tcp://127.0.0.1:5555"
 

@@ -35,8 +35,8 @@ def test_the_protocol_package_needs_nothing_beyond_the_standard_library_and_msgs
 
 
 def test_importing_the_client_loads_no_config_parsing_and_no_worker_code() -> None:
-    loaded = _loaded_by("supervisor.client")
-    assert "supervisor.config" not in loaded
+    loaded = _loaded_by("supervisor.client.blocking")
+    assert "supervisor.config.load" not in loaded
     assert not any(name.split(".")[0] == "workers" for name in loaded)
 
 
@@ -45,7 +45,7 @@ def test_the_command_line_parses_its_arguments_without_the_client_the_sdk_or_tri
     other commands load their own modules when they run."""
     script = (
         "import sys; before = set(sys.modules); "
-        "from supervisor.cli import build_parser; build_parser().parse_args(['mcp']); "
+        "from supervisor.cli.main import build_parser; build_parser().parse_args(['mcp']); "
         "print('\\n'.join(sorted(set(sys.modules) - before)))"
     )
     out = subprocess.run(
@@ -66,8 +66,8 @@ def test_the_command_line_parses_its_arguments_without_the_client_the_sdk_or_tri
     }
     assert not {name.split(".")[0] for name in loaded} & heavy
     assert not loaded & {
-        "supervisor.client",
-        "supervisor.commands",
-        "supervisor.login",
+        "supervisor.client.blocking",
+        "supervisor.cli.supervisor_commands",
+        "supervisor.cli.login",
         "supervisor.protocol",
     }

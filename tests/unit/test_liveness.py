@@ -1,11 +1,11 @@
-"""A long wait's probe of the supervisor (``supervisor.exchanges.Liveness``), on a fake clock."""
+"""A long wait's probe of the supervisor (``supervisor.client.exchanges.Liveness``), on a fake clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from supervisor.errors import SupervisorUnreachableError
-from supervisor.exchanges import LIVENESS_AFTER, LIVENESS_WAIT, Liveness, Requests
+from supervisor.client.errors import SupervisorUnreachableError
+from supervisor.client.exchanges import LIVENESS_AFTER, LIVENESS_WAIT, Liveness, Requests
 from supervisor.protocol import CallProgress, Done, Ping
 
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from supervisor.daemon.servers.worker_log import RING_CHARS, RING_LINES, LogBook, LogRing, WorkerLog
 from supervisor.protocol import (
     LOG_LIMIT,
     ErrorReply,
@@ -21,7 +22,6 @@ from supervisor.protocol import (
     decode_front_request,
     encode,
 )
-from supervisor.worker_log import RING_CHARS, RING_LINES, LogBook, LogRing, WorkerLog
 
 
 def test_lines_are_numbered_from_1_and_the_tail_is_the_newest_after_a_sequence_number() -> None:

@@ -13,10 +13,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from supervisor.calls import CallTable, Gather, Pending
-from supervisor.config import SupervisorSettings
-from supervisor.metrics.collector import STATES, Sample, ServerSample, SupervisorCollector
-from supervisor.metrics.meter import (
+from supervisor.config.load import SupervisorSettings
+from supervisor.daemon.call_table import CallTable, Gather, Pending
+from supervisor.ops.metrics.collector import STATES, Sample, ServerSample, SupervisorCollector
+from supervisor.ops.metrics.meter import (
     BOUNDS,
     OUTCOMES,
     WINDOW,
@@ -26,9 +26,9 @@ from supervisor.metrics.meter import (
     is_error,
     quantile,
 )
-from supervisor.metrics.procs import descendants, rss_bytes
+from supervisor.ops.metrics.procs import descendants, rss_bytes
 from supervisor.protocol import ErrorCode, FrontReply, FrontStats, ToolResult, encode
-from supervisor.repeats import Repeats
+from supervisor.shared.repeats import Repeats
 
 OK = msgspec.Raw(encode(ToolResult(content=[{"type": "text", "text": "hi"}], text="hi")))
 IS_ERROR = msgspec.Raw(encode(ToolResult(content=[{"type": "text", "text": "no"}], is_error=True)))

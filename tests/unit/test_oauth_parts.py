@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyUrl
 
-from supervisor.commands import _token_left
-from supervisor.config import Config, OAuthSpec, parse_config
-from supervisor.login import parse_redirect
-from supervisor.tokens import TokenFile, state_dir
+from supervisor.cli.login import parse_redirect
+from supervisor.cli.supervisor_commands import _token_left
+from supervisor.config.load import Config, OAuthSpec, parse_config
+from supervisor.security.tokens import TokenFile, state_dir
 from workers.oauth import FileStorage
 
 URL = "https://mcp.example.com/mcp"

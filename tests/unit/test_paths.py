@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import paths
-from supervisor.paths import default_endpoint, log_beside, runtime_dir
+from supervisor.shared import paths
+from supervisor.shared.paths import default_endpoint, log_beside, runtime_dir
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Behaviour of supervisor.policy.RestartTracker: backoff, jitter, giving up, forgiveness, reset."""
+"""Behaviour of supervisor.daemon.servers.restarts.RestartTracker: backoff, jitter, giving up, reset."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy import RestartPolicy, RestartTracker
+from supervisor.config.restart_policy import RestartPolicy
+from supervisor.daemon.servers.restarts import RestartTracker
 
 
 def no_jitter() -> float:

@@ -9,15 +9,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from supervisor.config import ServerSpec, parse_config
-from supervisor.crew import new_server
-from supervisor.keeper import Keeper
-from supervisor.pool import Refusal, Server
+from supervisor.config.load import ServerSpec, parse_config
+from supervisor.daemon.servers.crew import new_server
+from supervisor.daemon.servers.keeper import Keeper
+from supervisor.daemon.servers.pool import Refusal, Server
+from supervisor.daemon.servers.replicas import Replicas
+from supervisor.daemon.servers.sessions import Sessions
+from supervisor.daemon.servers.spawn import SpawnMode, WorkerProcess
+from supervisor.daemon.servers.worker_log import LogRing
 from supervisor.protocol import ErrorCode, Ready, WorkerState, WorkerTool
-from supervisor.replicas import Replicas
-from supervisor.sessions import Sessions
-from supervisor.spawn import SpawnMode, WorkerProcess
-from supervisor.worker_log import LogRing
 
 TOOLS = [WorkerTool(name="echo", input_schema={"type": "object"})]
 

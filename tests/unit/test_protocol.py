@@ -8,8 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from supervisor.boot import WorkerBoot
-from supervisor.config import ServerSpec
+from supervisor.config.load import ServerSpec
 from supervisor.protocol import (
     ERROR_CODES,
     Abort,
@@ -56,6 +55,7 @@ from supervisor.protocol import (
     decode_worker_event,
     encode,
 )
+from supervisor.shared.boot import WorkerBoot
 
 Decoder = Callable[[bytes], Any]
 

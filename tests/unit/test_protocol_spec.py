@@ -23,12 +23,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor import events as event_watch
-from supervisor import exchanges, tracing
-from supervisor._zmq import EVENTS_HWM, MAX_MESSAGE_SIZE
-from supervisor.calls import DEADLINE_MARGIN
-from supervisor.config_model import DEFAULT_TOOL_TIMEOUT, SupervisorSettings
-from supervisor.core import FRONT_RCVHWM
+from supervisor.client import exchanges
+from supervisor.client import watch as event_watch
+from supervisor.config.model import DEFAULT_TOOL_TIMEOUT, SupervisorSettings
+from supervisor.daemon.call_table import DEADLINE_MARGIN
+from supervisor.daemon.core import FRONT_RCVHWM
+from supervisor.daemon.publisher import BEACON_INTERVAL
+from supervisor.daemon.servers.worker_log import RING_LINES
 from supervisor.protocol import (
     ASKABLE,
     ERROR_CODES,
@@ -52,9 +53,9 @@ from supervisor.protocol import (
 )
 from supervisor.protocol.codec import _Message
 from supervisor.protocol.spec import Model, Table, check, hex_examples, main, parse, update
-from supervisor.publisher import BEACON_INTERVAL
-from supervisor.registry import MAX_NAME_LENGTH
-from supervisor.worker_log import RING_LINES
+from supervisor.shared import tracing
+from supervisor.shared.names import MAX_NAME_LENGTH
+from supervisor.shared.sockets import EVENTS_HWM, MAX_MESSAGE_SIZE
 from workers.progress import PROGRESS_BURST, PROGRESS_INTERVAL
 from workers.values import MAX_ARGUMENT_DEPTH
 

@@ -1,4 +1,4 @@
-"""Behaviour of supervisor.registry: naming rules, routing by lookup, collisions, schema checks."""
+"""Behaviour of supervisor.daemon.registry: naming rules, routing by lookup, collisions, schema checks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.protocol import WorkerTool
-from supervisor.registry import (
+from supervisor.daemon.registry import (
     MAX_NAME_LENGTH,
     Registry,
     Route,
@@ -19,6 +18,7 @@ from supervisor.registry import (
     schema_problem,
     server_of,
 )
+from supervisor.protocol import WorkerTool
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -1,11 +1,11 @@
-"""Behaviour of supervisor.reload: what a reload adds, removes, restarts and leaves alone."""
+"""Behaviour of supervisor.daemon.reload_plan: what a reload adds, removes, restarts and leaves alone."""
 
 import json
 from typing import Any
 
-from supervisor.config import Config, parse_config
+from supervisor.config.load import Config, parse_config
+from supervisor.daemon.reload_plan import plan_reload
 from supervisor.protocol import Reloaded, ReloadSummary, decode_front_reply, encode
-from supervisor.reload import plan_reload
 
 
 def parse(servers: dict[str, Any], supervisor: dict[str, Any] | None = None, **environ: str) -> Config:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from supervisor.repeats import Repeats
+from supervisor.shared.repeats import Repeats
 
 
 class Clock:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.front import _salvage_id
+from supervisor.daemon.front_door import _salvage_id
 from supervisor.protocol import (
     Fetch,
     Heartbeat,

@@ -1,5 +1,5 @@
-"""The systemd notify protocol (``supervisor.sdnotify``) and what the service says when
-(``supervisor.service``), on a fake supervisor and trio's virtual clock; the datagrams go through a
+"""The systemd notify protocol (``supervisor.ops.sdnotify``) and what the service says when
+(``supervisor.ops.service``), on a fake supervisor and trio's virtual clock; the datagrams go through a
 real ``AF_UNIX`` socket bound by the test."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 import trio
 import trio.testing
 
-from supervisor.policy import RestartPolicy
+from supervisor.config.restart_policy import RestartPolicy
+from supervisor.ops.sdnotify import Notifier, watchdog_interval
+from supervisor.ops.service import READY_MARGIN, STATUS_INTERVAL, Service, status_line
 from supervisor.protocol import Event, RegistryVersion, StateChanged, WorkerState
-from supervisor.sdnotify import Notifier, watchdog_interval
-from supervisor.service import READY_MARGIN, STATUS_INTERVAL, Service, status_line
 
 
 class Receiver:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.cli import build_parser
-from supervisor.config_model import SupervisorSettings
-from supervisor.paths import ipc_path, resolve_endpoint, runtime_dir
-from supervisor.policy import RestartPolicy
-from supervisor.service import READY_MARGIN
-from supervisor.tokens import state_dir
+from supervisor.cli.main import build_parser
+from supervisor.config.model import SupervisorSettings
+from supervisor.config.restart_policy import RestartPolicy
+from supervisor.ops.service import READY_MARGIN
+from supervisor.security.tokens import state_dir
+from supervisor.shared.paths import ipc_path, resolve_endpoint, runtime_dir
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SYSTEM_UNIT = ROOT / "config" / "systemd" / "mcp-supervisor.service"

@@ -1,4 +1,4 @@
-"""``supervisor.tracing``: the W3C trace context on the wire, the client stub's spans, and starting and
+"""``supervisor.shared.tracing``: the W3C trace context on the wire, the client stub's spans, and starting and
 stopping a provider from the ``OTEL_*`` environment.
 
 The application's provider is an SDK one exporting to memory (``tests.otel.sdk_provider``); what a
@@ -26,9 +26,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util._once import Once
 
-from supervisor import daemon, tracing
-from supervisor.exchanges import Requests
+from supervisor.client.exchanges import Requests
+from supervisor.daemon import lifecycle as daemon
 from supervisor.protocol import CallResult, CallTool, ErrorReply, ToolResult, decode_front_request, encode
+from supervisor.shared import tracing
 from tests.otel import sdk_provider
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -223,7 +224,8 @@ def test_an_invalid_span_has_no_wire_context() -> None:
 
 def test_a_stub_in_an_application_without_opentelemetry_loads_none_and_sends_no_trace_context() -> None:
     script = (
-        "import sys; from supervisor.exchanges import Requests; from supervisor.protocol import encode; "
+        "import sys; from supervisor.client.exchanges import Requests; "
+        "from supervisor.protocol import encode; "
         "exchange = Requests().call_tool('mcp_x_y', {}, None, True, None); "
         "assert exchange.span is None and b'trace' not in encode(exchange.request); "
         "print(sorted(name for name in sys.modules if name.startswith('opentelemetry')))"
@@ -235,7 +237,13 @@ def test_a_stub_in_an_application_without_opentelemetry_loads_none_and_sends_no_
 
 
 @pytest.mark.parametrize(
-    "module", ["supervisor.client", "supervisor.aclient", "supervisor.core", "supervisor.daemon"]
+    "module",
+    [
+        "supervisor.client.blocking",
+        "supervisor.client.aio",
+        "supervisor.daemon.core",
+        "supervisor.daemon.lifecycle",
+    ],
 )
 def test_the_stubs_and_the_supervisor_load_no_opentelemetry_while_tracing_is_off(module: str) -> None:
     script = f"import sys, {module}; print([n for n in sys.modules if n.startswith('opentelemetry')])"

@@ -22,10 +22,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from supervisor import tracing
-from supervisor.calls import CallTable
-from supervisor.config import SupervisorSettings
-from supervisor.pool import Server
+from supervisor.config.load import SupervisorSettings
+from supervisor.daemon.call_table import CallTable
+from supervisor.daemon.registry import Registry
+from supervisor.daemon.router import Router
+from supervisor.daemon.servers.pool import Server
 from supervisor.protocol import (
     Abort,
     CallResult,
@@ -40,14 +41,13 @@ from supervisor.protocol import (
     WorkerTool,
     decode_worker_command,
 )
-from supervisor.registry import Registry
-from supervisor.repeats import Repeats
-from supervisor.router import Router
+from supervisor.shared import tracing
+from supervisor.shared.repeats import Repeats
 from workers.calls import Calls
 from workers.catalog import Catalog
-from workers.link import Link
 from workers.own_requests import OwnRequests
 from workers.stdio import StdioServer
+from workers.uplink import Link
 
 CALLER = b"agent"
 WORKER = b"test/1/aa"

@@ -1,4 +1,4 @@
-"""Behaviour of supervisor.views: which of its own tools enabledTools and disabledTools let through."""
+"""Behaviour of supervisor.config.tool_filters: which tools enabledTools and disabledTools let through."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.views import tool_allowed
+from supervisor.config.tool_filters import tool_allowed
 
 NAMES = ["echo", "add", "read_file", "write_file", "Read_File", "git_status", "weird name/with.chars"]
 

@@ -13,11 +13,11 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.config import ConfigError, parse_config
-from supervisor.web.address import HostCheck, ListenAddress, parse_address, split_host
-from supervisor.web.app import Action, App
-from supervisor.web.feed import Feed, Subscription
-from supervisor.web.server import Request, Response, Streaming
+from supervisor.config.load import ConfigError, parse_config
+from supervisor.ops.web.app import Action, App
+from supervisor.ops.web.feed import Feed, Subscription
+from supervisor.ops.web.http import Request, Response, Streaming
+from supervisor.shared.address import HostCheck, ListenAddress, parse_address, split_host
 
 # --- the address -----------------------------------------------------------------------------
 
@@ -301,8 +301,10 @@ async def test_a_client_waiting_for_events_ends_when_dropped(autojump_clock: tri
 
 
 def test_the_config_loader_reads_the_address_without_loading_the_listener() -> None:
-    heavy = "('h11', 'prometheus_client', 'trio', 'supervisor.web.server')"
-    script = f"import sys; import supervisor.config; print(' '.join(m for m in {heavy} if m in sys.modules))"
+    heavy = "('h11', 'prometheus_client', 'trio', 'supervisor.ops.web.http')"
+    script = (
+        f"import sys; import supervisor.config.load; print(' '.join(m for m in {heavy} if m in sys.modules))"
+    )
     loaded = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )

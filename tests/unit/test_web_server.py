@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager, suppress
 import pytest
 import trio
 
-from supervisor.web.server import MAX_BODY, MAX_HEAD, HttpServer, Request, Response, Streaming
+from supervisor.ops.web.http import MAX_BODY, MAX_HEAD, HttpServer, Request, Response, Streaming
 
 WAIT = 10.0  # seconds any one step may take before the test fails
 

@@ -1,5 +1,5 @@
 """A worker that gives up says why: its last word (one CRITICAL line) and its exit status, as its keeper
-reads them (``supervisor.worker_log``)."""
+reads them (``supervisor.daemon.servers.worker_log``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from supervisor.boot import WorkerBoot, WorkerExit
-from supervisor.config import ServerSpec
-from supervisor.worker_log import WorkerLog
+from supervisor.config.load import ServerSpec
+from supervisor.daemon.servers.worker_log import WorkerLog
+from supervisor.shared.boot import WorkerBoot, WorkerExit
 
 # A worker whose run() has a bug: the exception escapes trio.run.
 BUGGY_WORKER = """

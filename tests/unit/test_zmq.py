@@ -10,7 +10,7 @@ import trio
 import trio.testing
 import zmq
 
-from supervisor._zmq import BATCH, Poller, TrioSocket
+from supervisor.shared.sockets import BATCH, Poller, TrioSocket
 
 WAIT = 5.0  # seconds any expected message may take, on a loaded machine
 

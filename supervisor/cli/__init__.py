@@ -1,0 +1,1 @@
+"""The ``mcp-supervisor`` command: its arguments, its subcommands, how they print and exit."""

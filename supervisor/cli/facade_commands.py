@@ -1,0 +1,209 @@
+"""The facade's commands: ``mcp`` (stdio), ``serve --http`` and ``host-config``.
+
+None has ``--json``: ``mcp`` and ``serve`` are servers (their output is the MCP protocol, or nothing),
+and ``host-config`` prints the entry to paste into a host's config (JSON already, for most hosts).
+
+Above: ``supervisor.cli.main``, which parses their arguments. Below: ``supervisor.facade.run`` (loaded
+only when a facade runs: the SDK's server side is not loaded by the other commands); for ``mcp``,
+first ``supervisor.facade.handshake``, which answers the host's first request before the SDK is
+loaded: ``mcp`` checks its arguments and answers without loading the SDK, trio or ZeroMQ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from supervisor.cli.exit_codes import CliError, ExitCode
+from supervisor.facade.hosts import Launch, entry, where
+from supervisor.shared.paths import log_beside, resolve_endpoint
+
+if TYPE_CHECKING:
+    from supervisor.facade.launch import Launcher
+    from supervisor.facade.server import FacadeOptions
+
+__all__ = ["TOKEN_ENV", "cmd_host_config", "cmd_mcp", "cmd_serve", "parse_listen"]
+
+TOKEN_ENV: Final = "MCP_SUPERVISOR_TOKEN"  # bearer tokens for `serve --http`, comma-separated
+
+
+def _check(args: argparse.Namespace) -> None:
+    """The options' values, checked before the facade reads or loads anything."""
+    from supervisor.protocol import MAX_LIST_WAIT
+
+    if args.timeout is not None and not args.timeout > 0:
+        raise CliError(f"--timeout must be a positive number of seconds, not {args.timeout}", ExitCode.USAGE)
+    if not 0 <= args.list_wait <= MAX_LIST_WAIT:
+        raise CliError(
+            f"--list-wait must be 0 to {MAX_LIST_WAIT:g} seconds, not {args.list_wait}", ExitCode.USAGE
+        )
+    if args.config and not Path(args.config).expanduser().is_file():
+        raise CliError(f"--config {args.config}: no such file", ExitCode.USAGE)
+    if args.server:
+        if args.search:
+            raise CliError("--server and --search do not go together (--server keeps names)", ExitCode.USAGE)
+        if args.servers and {s.strip() for s in args.servers.split(",") if s.strip()} != {args.server}:
+            raise CliError(
+                f"--server {args.server} serves that server only: leave out --servers", ExitCode.USAGE
+            )
+
+
+def _options(args: argparse.Namespace) -> FacadeOptions:
+    from supervisor.facade.server import FacadeOptions
+    from supervisor.facade.views import View
+
+    servers = frozenset(s.strip() for s in args.servers.split(",") if s.strip()) if args.servers else None
+    globs = tuple(g.strip() for value in args.tools or () for g in value.split(",") if g.strip())
+    single = args.server or None
+    if single is not None:
+        servers = frozenset({single})
+    view = View(servers=servers, tools=globs)
+    return FacadeOptions(
+        view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait, single=single
+    )
+
+
+def _launcher(args: argparse.Namespace) -> Launcher | None:
+    if not args.config:
+        return None
+    from supervisor.facade.launch import Launcher
+
+    config = Path(args.config).expanduser()
+    log_path = log_beside(resolve_endpoint(args.endpoint))
+    return Launcher(config, endpoint=args.endpoint, keys=args.keys, log_path=log_path)
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+def _load_stdio() -> None:
+    """What serving stdio loads: the SDK, trio, the client stub (while waiting for the host's first line)."""
+    import supervisor.facade.run  # noqa: F401
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the registry as an MCP server on stdin/stdout, until the host closes stdin. The host's
+    first request is answered before the SDK is loaded (``supervisor.facade.handshake``)."""
+    from supervisor.facade.handshake import first_answer
+
+    _logging(args.log_level)
+    _check(args)
+    opening = first_answer(_load_stdio)
+
+    import anyio
+
+    from supervisor.facade.run import serve_stdio
+
+    options, launcher = _options(args), _launcher(args)
+    anyio.run(serve_stdio, options, args.endpoint, args.keys, launcher, opening, backend="trio")
+    return 0
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[::1]:PORT`` or ``:PORT`` (127.0.0.1)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdecimal() or int(port) > 65535:
+        raise CliError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8765", ExitCode.USAGE)
+    return host or "127.0.0.1", int(port)
+
+
+def _tokens(args: argparse.Namespace) -> list[str] | None:
+    if args.no_auth:
+        return None
+    tokens: list[str] = []
+    if args.token_file:
+        try:
+            text = Path(args.token_file).expanduser().read_text()
+        except OSError as exc:
+            raise CliError(f"--token-file: {exc}", ExitCode.USAGE) from exc
+        tokens += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    tokens += [t.strip() for t in os.environ.get(TOKEN_ENV, "").split(",") if t.strip()]
+    if not tokens:
+        raise CliError(
+            f"serve --http needs bearer tokens: --token-file FILE (one per line) or ${TOKEN_ENV} "
+            "(comma-separated); --no-auth serves without (anyone who reaches the port can call every tool)",
+            ExitCode.USAGE,
+        )
+    return tokens
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the registry as an MCP server over streamable HTTP at http://HOST:PORT/mcp."""
+    import anyio
+
+    from supervisor.facade.run import MCP_PATH, bind, serve_http
+
+    _logging(args.log_level)
+    host, port = parse_listen(args.http)
+    _check(args)
+    options, launcher, tokens = _options(args), _launcher(args), _tokens(args)
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise CliError(f"--http {args.http}: cannot listen: {exc}", ExitCode.USAGE) from exc
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    auth = "bearer tokens" if tokens else "NO authentication"
+    print(f"LISTENING http://{shown}:{bound_port}{MCP_PATH} ({auth})", file=sys.stderr, flush=True)
+    if tokens is None:
+        logging.getLogger("mcp_supervisor.facade").warning("serving without authentication (--no-auth)")
+    anyio.run(
+        serve_http,
+        options,
+        args.endpoint,
+        sock,
+        tokens,
+        args.keys,
+        launcher,
+        args.log_level,
+        args.allow_host or (),
+        backend="asyncio",
+    )
+    return 0
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    """``mcp-supervisor mcp`` with the options given, by the absolute path a host can start."""
+    script = shutil.which("mcp-supervisor")
+    beside = Path(sys.executable).with_name("mcp-supervisor")
+    if beside.exists():
+        script = str(beside)
+    command = [script] if script else [sys.executable, "-m", "supervisor"]
+    command.append("mcp")
+    if args.config:
+        command += ["--config", str(Path(args.config).expanduser().resolve())]
+    # The endpoint as resolved here, where the user's environment is: a host starts the facade with
+    # only a few variables of its own (no XDG_RUNTIME_DIR, no MCP_SUPERVISOR_ENDPOINT).
+    command += ["--endpoint", resolve_endpoint(args.endpoint)]
+    for flag in ("keys", "servers", "server"):
+        value = getattr(args, flag)
+        if value:
+            command += [f"--{flag}", value]
+    for glob in args.tools or ():
+        command += ["--tools", glob]
+    if args.search:
+        command.append("--search")
+    return command
+
+
+def cmd_host_config(args: argparse.Namespace) -> int:
+    """Print the config entry that adds the facade to an MCP host."""
+    if args.url and args.host == "claude-desktop":
+        raise CliError(
+            "Claude Desktop's config file starts local servers only: leave out --url to use "
+            "'mcp-supervisor mcp', which reaches the supervisor on this machine",
+            ExitCode.USAGE,
+        )
+    launch = Launch(url=args.url, token_env=args.token_env) if args.url else Launch(command=_command(args))
+    name = args.name or args.server or "mcp-supervisor"
+    print(entry(args.host, name, launch))
+    print(f"\n{where(args.host)}", file=sys.stderr)
+    return 0

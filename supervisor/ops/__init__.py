@@ -1,0 +1,1 @@
+"""Operating the supervisor: Prometheus metrics and the status page (``metrics/``, ``web/``), and systemd."""

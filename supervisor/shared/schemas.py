@@ -1,0 +1,75 @@
+"""JSON Schema for tools: whether a schema is usable, and the one way a validator is built for it.
+
+Above: ``supervisor.daemon.registry`` (its own guard on the tools it names), ``workers.listing`` (which
+leaves out a tool whose ``inputSchema`` is unusable) and ``workers.calls`` (a call's arguments and
+result checked against the tool's schemas). Below: ``jsonschema``.
+
+A schema is read as the draft its ``$schema`` names, else as 2020-12 (``validator_class``), whether
+it is being checked or used to check; so a schema the supervisor accepts is one a worker can use.
+This module imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.protocols
+import jsonschema.validators
+import msgspec
+
+__all__ = ["json_schema_problem", "schema_problem", "validator", "validator_class"]
+
+SCHEMA_VERDICTS: Final = 4096  # schemas whose check is remembered (by their JSON)
+_encode_json = msgspec.json.Encoder(order="deterministic").encode
+
+
+def validator_class(schema: dict[str, Any]) -> type[jsonschema.protocols.Validator]:
+    """The validator of the draft ``schema`` names in ``$schema``, else of 2020-12."""
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+
+def validator(schema: dict[str, Any] | None) -> jsonschema.protocols.Validator | None:
+    """A validator for a schema found valid (``json_schema_problem``); None for no schema."""
+    if schema is None:
+        return None
+    return validator_class(schema)(schema)
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` is not a usable tool ``inputSchema``, or None when it is."""
+    if not isinstance(schema, dict):
+        return f"inputSchema is {type(schema).__name__}, not an object"
+    if schema.get("type", "object") != "object":
+        return f"inputSchema has type {schema.get('type')!r}, not 'object'"
+    problem = json_schema_problem(schema)
+    return f"inputSchema {problem}" if problem else None
+
+
+def json_schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why ``schema`` is not valid JSON Schema (of the draft it names, else 2020-12), or None.
+
+    Checking a schema against its metaschema costs about a millisecond; the verdicts on the
+    ``SCHEMA_VERDICTS`` schemas checked last are kept, so listing the same tools again is cheap.
+    """
+    try:
+        key = _encode_json(schema)
+    except (TypeError, ValueError):  # not JSON (a test's Python object): check it as it is
+        return _check_schema(schema)
+    return _cached_check(key)
+
+
+@functools.lru_cache(maxsize=SCHEMA_VERDICTS)
+def _cached_check(key: bytes) -> str | None:
+    return _check_schema(msgspec.json.decode(key))
+
+
+def _check_schema(schema: dict[str, Any]) -> str | None:
+    try:
+        validator_class(schema).check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        return f"is not valid JSON Schema at {where}: {exc.message}"
+    return None

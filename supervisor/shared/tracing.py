@@ -1,0 +1,400 @@
+"""OpenTelemetry traces of routed calls: the switch, the provider, the spans, and the trace context
+on the wire.
+
+Above: the client stubs (``supervisor.client.exchanges``: a CLIENT span ``tools/call NAME`` per ``call_tool``,
+with the application's own tracer provider, its context sent as ``CallTool.traceparent``); the
+supervisor (``supervisor.daemon.lifecycle`` starts and stops tracing, ``supervisor.daemon.servers.keeper``
+tells each worker
+through its boot line, ``supervisor.daemon.router`` opens a span ``route NAME`` per tool call and sends its
+context to the worker in ``Invoke``, ``supervisor.daemon.call_table`` ends it with the call's terminal
+reply); the
+worker (``workers.worker`` starts and stops tracing, ``workers.calls`` opens a span ``tools/call TOOL``
+per ``Invoke``, around the request to the server: the SDK's own CLIENT span nests in it and puts the
+context in the request's ``_meta``, and on the hot path ``sending`` does the same). Below: the
+OpenTelemetry API (the MCP SDK depends on it) and, only once tracing is started, its SDK and span
+exporters (the ``tracing`` extra), configured by the standard ``OTEL_*`` environment variables.
+
+Off costs nothing: ``on`` is a module flag that the supervisor and the workers read before anything
+else, and no OpenTelemetry module is even imported by the supervisor or by the client stub for it (the
+stub traces only when the application has imported OpenTelemetry itself).
+
+Trace context crosses ZeroMQ as W3C ``traceparent`` and ``tracestate`` strings. One that is not valid
+(``valid_traceparent``, ``valid_tracestate``), or too long, is ignored: never an error, never passed on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+__all__ = [
+    "EXTRA",
+    "MAX_TRACEPARENT",
+    "MAX_TRACESTATE",
+    "SUPERVISOR_FLUSH_TIMEOUT",
+    "SUPERVISOR_SERVICE",
+    "WORKER_FLUSH_TIMEOUT",
+    "WORKER_SERVICE",
+    "TracingUnavailable",
+    "calling",
+    "client_span",
+    "end_route",
+    "on",
+    "outcome",
+    "parent",
+    "route_span",
+    "routed",
+    "sending",
+    "serving",
+    "start",
+    "stop",
+    "traced",
+    "valid_traceparent",
+    "valid_tracestate",
+    "wire_context",
+]
+
+log = logging.getLogger("mcp_supervisor")
+
+on = False
+"""Whether this process traces its routed calls (``start`` turns it on, ``stop`` off). Read first on
+every call, so that with tracing off the supervisor and the workers make no span at all."""
+
+EXTRA: Final = "pip install 'mcp-supervisor[tracing]'"
+SUPERVISOR_SERVICE: Final = "mcp-supervisor"  # service.name, unless OTEL_SERVICE_NAME says otherwise
+WORKER_SERVICE: Final = "mcp-supervisor-worker"
+TRACER: Final = "mcp_supervisor"  # the instrumentation scope of every span made here
+SUPERVISOR_FLUSH_TIMEOUT: Final = 2.0  # seconds to export the last spans at shutdown (collector down?)
+WORKER_FLUSH_TIMEOUT: Final = 1.0  # the same for a worker, well within its keeper's stop timeout
+MAX_TRACEPARENT: Final = 55  # characters of a W3C traceparent: 00-{32 hex}-{16 hex}-{2 hex}
+MAX_TRACESTATE: Final = 512  # characters of a tracestate passed on (W3C asks for at least 512)
+MAX_STATUS: Final = 500  # characters of an error message kept as a span's status description
+
+# Attributes: the MCP and GenAI semantic conventions where they have a name, ours otherwise.
+METHOD: Final = "mcp.method.name"
+OPERATION: Final = "gen_ai.operation.name"
+TOOL_NAME: Final = "gen_ai.tool.name"
+SERVER: Final = "mcp.server"  # the server's name in the config
+TOOL: Final = "mcp.tool"  # the tool's own name on its server
+OUTCOME: Final = "mcp_supervisor.outcome"  # "ok", or the error code of the terminal reply
+ERROR_TYPE: Final = "error.type"
+
+_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_KEY: Final = r"(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})"
+_VALUE: Final = r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+_MEMBER: Final = re.compile(rf"[ \t]*({_KEY})=({_VALUE})[ \t]*")
+_MAX_MEMBERS: Final = 32
+_UNTRACED: Final[AbstractContextManager[None]] = nullcontext()
+
+_provider: SdkTracerProvider | None = None
+_tracer: Tracer | None = None  # this process's own spans (supervisor, worker), while ``on``
+_client_tracer: tuple[TracerProvider, Tracer] | None = None  # the stub's, from the application's provider
+
+
+class TracingUnavailable(Exception):
+    """Tracing was asked for and cannot be started; the message says what to install or set."""
+
+
+# ---------------------------------------------------------------- the W3C trace context
+
+
+def valid_traceparent(value: str) -> bool:
+    """Whether ``value`` is a W3C traceparent this side can join: 55 characters of lowercase hex in
+    four fields, a version other than ``ff``, and neither id all zeros."""
+    return (
+        len(value) == MAX_TRACEPARENT
+        and _TRACEPARENT.fullmatch(value) is not None
+        and not value.startswith("ff")
+        and value[3:35] != "0" * 32
+        and value[36:52] != "0" * 16
+    )
+
+
+def valid_tracestate(value: str) -> bool:
+    """Whether ``value`` is a W3C tracestate of at most ``MAX_TRACESTATE`` characters (at most 32
+    ``key=value`` members, comma-separated, each key once; empty members allowed)."""
+    if len(value) > MAX_TRACESTATE:
+        return False
+    members = [_MEMBER.fullmatch(member) for member in value.split(",") if member.strip(" \t")]
+    keys = {member[1] for member in members if member is not None}
+    return len(members) <= _MAX_MEMBERS and None not in members and len(keys) == len(members)
+
+
+def parent(traceparent: str, tracestate: str = "") -> Context | None:
+    """The context whose (remote) span is the one ``traceparent`` names, or None when it names none
+    that is valid (a new trace then starts here). An invalid ``tracestate`` alone is dropped."""
+    if not valid_traceparent(traceparent):
+        return None
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+    from opentelemetry.trace.span import TraceState
+
+    state = None
+    if tracestate and valid_tracestate(tracestate):
+        matches = (_MEMBER.fullmatch(member) for member in tracestate.split(",") if member.strip(" \t"))
+        state = TraceState([(match[1], match[2]) for match in matches if match is not None])
+    remote = SpanContext(
+        trace_id=int(traceparent[3:35], 16),
+        span_id=int(traceparent[36:52], 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(traceparent[53:55], 16)),
+        trace_state=state,
+    )
+    return set_span_in_context(NonRecordingSpan(remote))
+
+
+def wire_context(span: Span) -> tuple[str, str]:
+    """``span``'s context as (traceparent, tracestate) for the wire; ("", "") for an invalid span
+    (a no-op tracer's), and a tracestate too long to pass on is left out."""
+    context = span.get_span_context()
+    if not context.is_valid:
+        return "", ""
+    traceparent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    tracestate = context.trace_state.to_header() if context.trace_state else ""
+    return traceparent, tracestate if len(tracestate) <= MAX_TRACESTATE else ""
+
+
+def _meta(span: Span) -> dict[str, str]:
+    """``span``'s context as the entries of an MCP request's ``_meta`` (as the SDK injects it)."""
+    traceparent, tracestate = wire_context(span)
+    meta = {"traceparent": traceparent} if traceparent else {}
+    if traceparent and tracestate:
+        meta["tracestate"] = tracestate
+    return meta
+
+
+# ---------------------------------------------------------------- the provider
+
+
+def start(service: str, *, server: str | None = None) -> None:
+    """Trace this process: an SDK ``TracerProvider`` (made the global one, so the MCP SDK's spans join
+    in) with a ``BatchSpanProcessor`` per exporter ``OTEL_TRACES_EXPORTER`` names (``otlp`` by default,
+    over HTTP as ``OTEL_EXPORTER_OTLP_*`` say; ``console``; ``none``), resource ``service.name``
+    ``service`` unless ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` say otherwise, and
+    ``mcp_supervisor.server`` for a worker. Raises ``TracingUnavailable`` naming what is missing."""
+    global on, _provider, _tracer
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        why = f"tracing needs the OpenTelemetry SDK ({exc.name} is missing): {EXTRA}"
+        raise TracingUnavailable(why) from None
+    exporters = _exporters()
+    attributes: dict[str, str | int] = {"service.name": service, "process.pid": os.getpid()}
+    if server is not None:
+        attributes["mcp_supervisor.server"] = server
+    resource = Resource.create(attributes).merge(OTELResourceDetector().detect())
+    # Not at exit: ``stop`` flushes with a bound, where the SDK's own hook could wait 30 s per processor.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    _provider, _tracer = provider, provider.get_tracer(TRACER)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.INFO)  # no debug lines per export
+    on = True
+
+
+def _exporters() -> list[SpanExporter]:
+    """The span exporters ``OTEL_TRACES_EXPORTER`` names (comma-separated; ``none``: none)."""
+    from importlib.metadata import entry_points
+
+    names = [name.strip() for name in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",") if name.strip()]
+    exporters: list[SpanExporter] = []
+    for name in names or ["otlp"]:
+        if name == "none":
+            continue
+        point = _entry_point_name(name)
+        found = entry_points(group="opentelemetry_traces_exporter", name=point)
+        if not found:
+            installed = sorted(entry.name for entry in entry_points(group="opentelemetry_traces_exporter"))
+            raise TracingUnavailable(
+                f"OTEL_TRACES_EXPORTER names {name!r}, and no span exporter {point!r} is installed "
+                f"(installed: {', '.join(installed) or 'none'}); for OTLP over HTTP: {EXTRA}"
+            )
+        try:
+            exporters.append(next(iter(found)).load()())
+        except Exception as exc:  # boundary: a third-party exporter's set-up, from the environment
+            raise TracingUnavailable(f"the span exporter {name!r} could not be made: {exc}") from None
+    return exporters
+
+
+def _entry_point_name(name: str) -> str:
+    """An exporter's entry point: ``otlp`` is OTLP over the protocol ``OTEL_EXPORTER_OTLP_*PROTOCOL``
+    says (``http/protobuf`` by default)."""
+    if name != "otlp":
+        return name
+    environ = os.environ
+    given = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    protocol = (given or "").strip() or "http/protobuf"
+    by_protocol = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
+    if protocol not in by_protocol:
+        raise TracingUnavailable(f"OTLP protocol {protocol!r} is not supported (http/protobuf or grpc)")
+    return by_protocol[protocol]
+
+
+def stop(timeout: float) -> None:
+    """Stop tracing: export the spans still queued, waiting at most ``timeout`` seconds (a collector
+    that is down or slow costs that bound, never a hang); those not exported by then are dropped."""
+    global on, _provider, _tracer
+    provider = _provider
+    on, _provider, _tracer = False, None, None
+    if provider is None:
+        return
+    done = threading.Event()
+
+    def shut_down() -> None:
+        try:
+            provider.shutdown()
+        except Exception:  # boundary: an exporter's failure must not end the process's shutdown
+            log.exception("tracing: the span exporters failed to shut down")
+        finally:
+            done.set()
+
+    threading.Thread(target=shut_down, name="mcp-supervisor-spans", daemon=True).start()
+    if not done.wait(timeout):
+        log.warning("tracing: spans still unexported after %g s were dropped (is the collector up?)", timeout)
+
+
+# ---------------------------------------------------------------- the supervisor's spans
+
+
+def route_span(name: str, traceparent: str, tracestate: str) -> Span:
+    """A tool call arrives: its span ``route NAME``, child of the caller's span when the request names
+    a valid one (else the root of a new trace). Ended by ``end_route``."""
+    from opentelemetry.trace import SpanKind
+
+    assert _tracer is not None, "tracing is not started"
+    attributes = {METHOD: "tools/call", OPERATION: "execute_tool", TOOL_NAME: name}
+    context = parent(traceparent, tracestate)
+    return _tracer.start_span(f"route {name}", context, SpanKind.SERVER, attributes)
+
+
+def routed(span: Span, server: str, tool: str) -> None:
+    """The call goes to ``server``'s tool ``tool`` (its own name there)."""
+    span.set_attributes({SERVER: server, TOOL: tool})
+
+
+def end_route(span: Span, code: str | None, message: str = "") -> None:
+    """The call's terminal reply went out: a result (``code`` None), or an error with that code."""
+    if code is None:
+        span.set_attribute(OUTCOME, "ok")
+    else:
+        _failed(span, code, message)
+    span.end()
+
+
+def _failed(span: Span, code: str, message: str) -> None:
+    from opentelemetry.trace import StatusCode
+
+    span.set_attributes({OUTCOME: code, ERROR_TYPE: code})
+    span.set_status(StatusCode.ERROR, message[:MAX_STATUS])
+
+
+# ---------------------------------------------------------------- the worker's spans
+
+
+@contextmanager
+def serving(tool: str, traceparent: str, tracestate: str) -> Iterator[None]:
+    """A worker serves an ``Invoke``: its span ``tools/call TOOL``, current while the call runs (so the
+    SDK's own span for the request to the server is its child), child of the supervisor's span."""
+    from opentelemetry.trace import SpanKind
+
+    assert _tracer is not None, "tracing is not started"
+    attributes = {METHOD: "tools/call", OPERATION: "execute_tool", TOOL_NAME: tool}
+    with _tracer.start_as_current_span(
+        f"tools/call {tool}",
+        parent(traceparent, tracestate),
+        SpanKind.SERVER,
+        attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ):
+        yield
+
+
+def outcome(code: str | None, message: str = "") -> None:
+    """How the current call ended (``serving``'s span): answered (``code`` None), or failed."""
+    from opentelemetry.trace import get_current_span
+
+    span = get_current_span()
+    if code is None:
+        span.set_attribute(OUTCOME, "ok")
+    else:
+        _failed(span, code, message)
+
+
+def sending(method: str, target: str) -> AbstractContextManager[dict[str, str] | None]:
+    """A request the worker writes to the server itself (the hot path, not through the SDK): while
+    tracing, a CLIENT span ``MCP send METHOD TARGET`` as the SDK makes for its own requests, giving the
+    ``_meta`` entries that carry its context to the server; else nothing (None)."""
+    return _sending(method, target) if on else _UNTRACED
+
+
+@contextmanager
+def _sending(method: str, target: str) -> Iterator[dict[str, str]]:
+    from opentelemetry.trace import SpanKind
+
+    assert _tracer is not None, "tracing is not started"
+    name, attributes = f"MCP send {method} {target}", {METHOD: method}
+    with _tracer.start_as_current_span(name, None, SpanKind.CLIENT, attributes) as span:
+        yield _meta(span)
+
+
+# ---------------------------------------------------------------- the client stub's spans
+
+
+def client_span(name: str) -> Span | None:
+    """A ``call_tool`` of the stub: a CLIENT span ``tools/call NAME`` from the application's own tracer
+    provider, child of its current span. None, and nothing more done, when there is no trace to join:
+    the application has not imported OpenTelemetry, or its provider is the API's no-op one and no span
+    is current. End it with ``calling``."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from opentelemetry.trace import SpanKind, get_tracer_provider
+
+    global _client_tracer
+    provider = get_tracer_provider()
+    if _client_tracer is None or _client_tracer[0] is not provider:
+        _client_tracer = provider, provider.get_tracer(TRACER)
+    attributes = {METHOD: "tools/call", OPERATION: "execute_tool", TOOL_NAME: name}
+    span = _client_tracer[1].start_span(f"tools/call {name}", kind=SpanKind.CLIENT, attributes=attributes)
+    return span if span.get_span_context().is_valid else None
+
+
+@contextmanager
+def calling(span: Span) -> Iterator[None]:
+    """The stub waits for a call's reply with ``span`` current (what its handlers trace is its child),
+    and ends it: an exception is an error, with the supervisor's error code as ``error.type``."""
+    from opentelemetry.trace import StatusCode, use_span
+
+    from supervisor.client.errors import SupervisorError
+
+    with use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        try:
+            yield
+        except SupervisorError as exc:
+            span.set_attribute(ERROR_TYPE, exc.code)
+            span.set_status(StatusCode.ERROR, exc.message[:MAX_STATUS])
+            raise
+        except BaseException as exc:
+            span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(StatusCode.ERROR, str(exc)[:MAX_STATUS])
+            raise
+
+
+def traced(span: Span | None) -> AbstractContextManager[None]:
+    """``calling(span)``, or nothing for no span."""
+    return _UNTRACED if span is None else calling(span)

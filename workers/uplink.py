@@ -1,0 +1,109 @@
+"""The worker's end of the worker link: one DEALER to the supervisor's worker ROUTER.
+
+Above: ``workers.calls``, which takes the calls (``Commands``), and every part of the worker that
+reports to the supervisor (``send``, ``fail``). Below: ZeroMQ under trio (``supervisor.shared.sockets``),
+``WorkerCommand`` in and ``WorkerEvent`` out (``supervisor.protocol``), with the routing id of
+this incarnation from the boot line (``supervisor.shared.boot``).
+
+Heartbeats are answered here, from the moment the worker connects. A command that does not decode
+is still answered when it is a call whose id can be found (``salvage_call``), else logged: nothing
+the supervisor relays ends the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol, assert_never
+
+import msgspec
+import zmq
+
+from supervisor.protocol import (
+    HEARTBEAT,
+    Abort,
+    Answered,
+    ErrorCode,
+    Fetch,
+    Heartbeat,
+    Interest,
+    Invoke,
+    InvokeFailed,
+    WorkerEvent,
+    decode_worker_command,
+    encode,
+    salvage_call,
+)
+from supervisor.shared.boot import WorkerBoot
+from supervisor.shared.sockets import TrioSocket, new_dealer
+
+__all__ = ["Commands", "Link"]
+
+log = logging.getLogger("mcp_supervisor.worker")
+
+
+class Commands(Protocol):
+    """What the link hands the calls it receives to (``workers.calls.Calls``); each answers on its own."""
+
+    def invoke(self, command: Invoke) -> None: ...
+    def fetch(self, command: Fetch) -> None: ...
+    def abort(self, command: Abort) -> None: ...
+    def answered(self, command: Answered) -> None: ...
+    def interest(self, command: Interest) -> None: ...
+
+
+class Link:
+    """The DEALER, connected with this incarnation's routing id."""
+
+    def __init__(self, socket: TrioSocket) -> None:
+        self._socket = socket
+
+    @classmethod
+    def connect(cls, boot: WorkerBoot) -> Link:
+        sock = new_dealer(zmq.Context.instance(), routing_id=boot.identity.encode())
+        sock.connect(boot.endpoint)
+        return cls(TrioSocket(sock))
+
+    def send(self, event: WorkerEvent) -> None:
+        self._socket.send_nowait([encode(event)])
+
+    def fail(self, call: int, code: ErrorCode, message: str) -> None:
+        """Answer ``call`` with an error."""
+        self.send(InvokeFailed(call=call, code=code, message=message))
+
+    async def serve(self, commands: Commands) -> None:
+        """Commands from the supervisor: heartbeats answered here, calls (and aborts of calls) handed
+        to ``commands``."""
+        while True:
+            for frames in await self._socket.receive_batch():
+                try:
+                    command = decode_worker_command(frames[-1])
+                except msgspec.DecodeError as exc:
+                    self._undecodable(frames[-1], exc)
+                    continue
+                match command:
+                    case Invoke():
+                        commands.invoke(command)
+                    case Fetch():
+                        commands.fetch(command)
+                    case Abort():
+                        commands.abort(command)
+                    case Answered():
+                        commands.answered(command)
+                    case Interest():
+                        commands.interest(command)
+                    case Heartbeat():
+                        self._socket.send_nowait([HEARTBEAT])
+                    case _:
+                        assert_never(command)
+
+    def _undecodable(self, frame: bytes, exc: msgspec.DecodeError) -> None:
+        """A command that does not decode: a call is still answered, if its id can be found (arguments
+        the supervisor relayed untouched may nest deeper than this process's decoder recurses)."""
+        salvaged = salvage_call(frame)
+        if salvaged is not None and salvaged[0] in ("Invoke", "Fetch"):
+            self.fail(salvaged[1], "INVALID_ARGUMENTS", f"arguments do not decode: {exc}")
+        else:
+            log.error("undecodable command from the supervisor: %s", exc)
+
+    def close(self) -> None:
+        self._socket.close()
