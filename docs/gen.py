@@ -97,7 +97,8 @@ def _cell(text: str) -> str:
 
 def _argument(action: argparse.Action) -> str:
     if action.option_strings:
-        names = ", ".join(action.option_strings)
+        joiner = " | " if isinstance(action, argparse.BooleanOptionalAction) else ", "
+        names = joiner.join(action.option_strings)
         if action.nargs != 0:
             metavar = action.metavar or (
                 "{" + ",".join(map(str, action.choices)) + "}" if action.choices else action.dest.upper()
@@ -130,10 +131,26 @@ def _usage(name: str, parser: argparse.ArgumentParser) -> str:
     return " ".join(parts)
 
 
+def _common(parsers: dict[str, argparse.ArgumentParser]) -> dict[str, argparse.Action]:
+    """The options most commands share (same names, same help): described once, at the top."""
+    seen: dict[tuple[tuple[str, ...], str], list[argparse.Action]] = {}
+    for sub in parsers.values():
+        for action in sub._actions:
+            if action.option_strings and not isinstance(action, argparse._HelpAction):
+                seen.setdefault((tuple(action.option_strings), action.help or ""), []).append(action)
+    return {key[0][0]: actions[0] for key, actions in seen.items() if len(actions) > len(parsers) // 2}
+
+
+def _is_common(action: argparse.Action, common: dict[str, argparse.Action]) -> bool:
+    shared = common.get(action.option_strings[0]) if action.option_strings else None
+    return shared is not None and shared.help == action.help
+
+
 def cli_page() -> str:
     """The command-line reference, as Markdown."""
     parser = _build_parser()
     summaries, parsers = _subcommands(parser)
+    common = _common(parsers)
     out = [
         "# Command-line reference",
         "",
@@ -154,16 +171,26 @@ def cli_page() -> str:
     ]
     out += [f"| [`{name}`](#{name}) | {_cell(text)} |" for name, text in summaries]
     out += ["", "```text", (parser.epilog or "").strip(), "```", ""]
+    if common:
+        out += ["## Common options", "", "Most commands take these; each command says which.", ""]
+        out += ["| option | meaning |", "|---|---|"]
+        out += [f"| {_argument(a)} | {_help(a)} |" for a in common.values()]
+        out.append("")
     for name, _ in summaries:
         sub = parsers[name]
         out += [f"## {name}", "", "```text", _usage(name, sub), "```", ""]
         if sub.description:
             out += [_cell(sub.description), ""]
-        rows = [a for a in sub._actions if not isinstance(a, argparse._HelpAction)]
+        actions = [a for a in sub._actions if not isinstance(a, argparse._HelpAction)]
+        rows = [a for a in actions if not _is_common(a, common)]
+        shared = [a for a in actions if _is_common(a, common)]
         if rows:
             out += ["| argument | meaning |", "|---|---|"]
             out += [f"| {_argument(a)} | {_help(a)} |" for a in rows]
             out.append("")
+        if shared:
+            names = ", ".join(f"`{a.option_strings[0]}`" for a in shared)
+            out += [f"And the [common options](#common-options) {names}.", ""]
         if sub.epilog:
             out += ["```text", sub.epilog.strip(), "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
