@@ -17,6 +17,11 @@ PATH="$node_bin:$PATH" .venv/bin/npm ci --prefix clients/node --no-audit --no-fu
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+# The documentation site (mkdocs.yml): any broken link or anchor fails it. Built into a directory of its
+# own, so no site/ is left in the tree.
+docs_site="$(mktemp -d "${TMPDIR:-/tmp}/mcps-docs.XXXXXX")"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$docs_site"
+rm -rf "$docs_site"
 
 # Headless Chromium and its driver for the status page's browser tests (Debian's packages; CI runs
 # as root on Debian 12). Without /usr/bin/chromedriver those tests are skipped, saying why.
