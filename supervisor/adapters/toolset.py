@@ -29,8 +29,9 @@ from supervisor.protocol import ToolInfo, ToolResult
 
 if TYPE_CHECKING:
     from supervisor.client.aio import AsyncSupervisorClient
+    from supervisor.client.aio_events import AsyncToolCache
     from supervisor.client.blocking import SupervisorClient
-    from supervisor.client.tool_cache import AsyncToolCache, ToolCache
+    from supervisor.client.tool_cache import ToolCache
 
 __all__ = ["AsyncToolRegistry", "ToolDefinition", "ToolRegistry"]
 
