@@ -17,6 +17,7 @@ PATH="$node_bin:$PATH" .venv/bin/npm ci --prefix clients/node --no-audit --no-fu
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/lint-imports  # the layering contracts of pyproject.toml [tool.importlinter]
 
 # Headless Chromium and its driver for the status page's browser tests (Debian's packages; CI runs
 # as root on Debian 12). Without /usr/bin/chromedriver those tests are skipped, saying why.

@@ -130,7 +130,7 @@ class Exchange(Generic[_T]):
 
     def traced(self) -> AbstractContextManager[None]:
         """Around the wait for the reply: the call's span current, ended with the outcome."""
-        return tracing.traced(self.span)
+        return tracing.traced(self.span, SupervisorError)
 
 
 def default_identity() -> str:
