@@ -2,7 +2,7 @@
 
 Above: a person at a terminal, with one question (``python examples/agent.py "question"``) or a
 prompt loop (no question). Below: an OpenAI-compatible chat completions endpoint, spoken to over
-HTTP with httpx, and the supervisor, through its client stub (``supervisor.client.blocking``): the tool
+HTTP with httpx, and the supervisor, through its client stub (``supervisor.SupervisorClient``): the tool
 list comes from ``SupervisorClient.tool_cache()``, which the supervisor's events keep current,
 and each call the model asks for goes through ``call_tool``.
 
@@ -32,9 +32,7 @@ from typing import Any, Final
 
 import httpx
 
-from supervisor.client.blocking import SupervisorClient, ToolResult, openai_tool
-from supervisor.client.errors import SupervisorError
-from supervisor.client.tool_cache import ToolCache
+from supervisor import SupervisorClient, SupervisorError, ToolCache, ToolResult, openai_tool
 
 __all__ = ["Agent", "Chat", "ChatError", "main"]
 

@@ -1,3 +1,136 @@
-"""mcp-supervisor: every MCP server in its own supervised worker process, one tool registry over ZeroMQ."""
+"""mcp-supervisor: every MCP server in its own supervised worker process, one tool registry over ZeroMQ.
+
+The client library is here: ``from supervisor import SupervisorClient`` (or ``AsyncSupervisorClient``),
+with every exception the stubs raise and every type their methods take and return; they are
+``supervisor.client``'s, loaded when first asked for, so ``import supervisor`` alone loads nothing
+else. Tools for agent frameworks: ``supervisor.adapters``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from supervisor.client import (
+        LOG_LEVELS,
+        AsyncEventWatch,
+        AsyncSupervisorClient,
+        AsyncToolCache,
+        BadRequestError,
+        CallCancelledError,
+        ClientKeys,
+        Completion,
+        Event,
+        EventWatch,
+        FrontStats,
+        Handler,
+        InternalError,
+        InvalidArgumentsError,
+        Keys,
+        LogLine,
+        OverloadedError,
+        ProgressCallback,
+        PromptInfo,
+        PromptResult,
+        PublicEvent,
+        RegistryChanged,
+        RegistryVersion,
+        ReloadSummary,
+        ResourceInfo,
+        ResourceResult,
+        ResourceTemplateInfo,
+        ResourceUpdated,
+        ServerError,
+        ServerFailure,
+        ServerLog,
+        ServerMessage,
+        ServerStatus,
+        ServerUnavailableError,
+        StateChanged,
+        SupervisorAuthenticationError,
+        SupervisorClient,
+        SupervisorError,
+        SupervisorUnreachableError,
+        ToolCache,
+        ToolExecutionError,
+        ToolInfo,
+        ToolList,
+        ToolResult,
+        ToolTimeoutError,
+        UnknownToolError,
+        WorkerCrashedError,
+        WorkerStatus,
+        anthropic_tool,
+        message_data,
+        openai_tool,
+    )
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "LOG_LEVELS",
+    "AsyncEventWatch",
+    "AsyncSupervisorClient",
+    "AsyncToolCache",
+    "BadRequestError",
+    "CallCancelledError",
+    "ClientKeys",
+    "Completion",
+    "Event",
+    "EventWatch",
+    "FrontStats",
+    "Handler",
+    "InternalError",
+    "InvalidArgumentsError",
+    "Keys",
+    "LogLine",
+    "OverloadedError",
+    "ProgressCallback",
+    "PromptInfo",
+    "PromptResult",
+    "PublicEvent",
+    "RegistryChanged",
+    "RegistryVersion",
+    "ReloadSummary",
+    "ResourceInfo",
+    "ResourceResult",
+    "ResourceTemplateInfo",
+    "ResourceUpdated",
+    "ServerError",
+    "ServerFailure",
+    "ServerLog",
+    "ServerMessage",
+    "ServerStatus",
+    "ServerUnavailableError",
+    "StateChanged",
+    "SupervisorAuthenticationError",
+    "SupervisorClient",
+    "SupervisorError",
+    "SupervisorUnreachableError",
+    "ToolCache",
+    "ToolExecutionError",
+    "ToolInfo",
+    "ToolList",
+    "ToolResult",
+    "ToolTimeoutError",
+    "UnknownToolError",
+    "WorkerCrashedError",
+    "WorkerStatus",
+    "anthropic_tool",
+    "message_data",
+    "openai_tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import supervisor.client
+
+    value = getattr(supervisor.client, name)
+    globals()[name] = value  # asked once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({"__version__", *__all__})

@@ -17,6 +17,7 @@ PATH="$node_bin:$PATH" .venv/bin/npm ci --prefix clients/node --no-audit --no-fu
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/lint-imports  # the layering contracts of pyproject.toml [tool.importlinter]
 # The documentation site (mkdocs.yml): any broken link or anchor fails it. Built into a directory of its
 # own, so no site/ is left in the tree.
 docs_site="$(mktemp -d "${TMPDIR:-/tmp}/mcps-docs.XXXXXX")"

@@ -29,12 +29,14 @@ from supervisor.protocol import ToolInfo, ToolResult
 
 if TYPE_CHECKING:
     from supervisor.client.aio import AsyncSupervisorClient
+    from supervisor.client.aio_events import AsyncToolCache
     from supervisor.client.blocking import SupervisorClient
-    from supervisor.client.tool_cache import AsyncToolCache, ToolCache
+    from supervisor.client.tool_cache import ToolCache
 
 __all__ = ["AsyncToolRegistry", "ToolDefinition", "ToolRegistry"]
 
 _R = TypeVar("_R")
+_C = TypeVar("_C", bound="ToolCache | AsyncToolCache")
 Arguments = Mapping[str, Any]
 
 
@@ -87,7 +89,21 @@ def _check_timeout(timeout: float | None) -> float | None:
     return timeout
 
 
-class ToolRegistry:
+class _Following(Generic[_C]):
+    """What both registries say of themselves, over the tool cache they read."""
+
+    _cache: _C
+
+    def close(self) -> None:
+        self._cache.close()
+
+    @property
+    def version(self) -> int:
+        """The registry's version the tools are at."""
+        return self._cache.version
+
+
+class ToolRegistry(_Following["ToolCache"]):
     """The supervisor's tools as ``ToolDefinition``s, over a ``SupervisorClient`` (thread-safe).
 
     ``timeout`` (seconds) is every call's budget (None: each server's ``toolTimeout``);
@@ -103,21 +119,13 @@ class ToolRegistry:
         self._client = client
         self._lock = threading.Lock()
         self._definitions: _Definitions[ToolResult] = _Definitions(lambda info: _define(info, self.call))
-        self._cache: ToolCache = client.tool_cache()
+        self._cache = client.tool_cache()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def close(self) -> None:
-        self._cache.close()
-
-    @property
-    def version(self) -> int:
-        """The registry's version the tools are at."""
-        return self._cache.version
 
     def list(self, wait: float = 0.0) -> builtins.list[ToolDefinition[ToolResult]]:
         """The current tools; with ``wait``, first wait up to that many seconds for a change."""
@@ -136,7 +144,7 @@ class ToolRegistry:
         return self._client.call_tool(name, arguments, self.timeout, raise_on_error=self.raise_on_error)
 
 
-class AsyncToolRegistry:
+class AsyncToolRegistry(_Following["AsyncToolCache"]):
     """As ``ToolRegistry``, over an ``AsyncSupervisorClient``: ``await AsyncToolRegistry.open(sup)``
     (or ``async with await AsyncToolRegistry.open(sup) as tools``); each definition's ``call``
     returns an awaitable."""
@@ -171,14 +179,6 @@ class AsyncToolRegistry:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
-
-    def close(self) -> None:
-        self._cache.close()
-
-    @property
-    def version(self) -> int:
-        """The registry's version the tools are at."""
-        return self._cache.version
 
     async def list(self, wait: float = 0.0) -> builtins.list[ToolDefinition[Awaitable[ToolResult]]]:
         """The current tools; with ``wait``, first wait up to that many seconds for a change."""

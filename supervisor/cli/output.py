@@ -9,8 +9,9 @@ line for the commands that stream (``print_json_line``: ``events``, ``logs -f``)
 document (or the last line): ``{"error": {"code": ..., "message": ...}}``; stderr carries only
 warnings and progress. Without ``--json``, a failure is one line on stderr.
 
-Text another process wrote (a server's stderr) goes through ``printable`` before it reaches a
-terminal: control characters but the tab become visible escapes (``\\x1b``), so a hostile server
+Text another process wrote (a server's stderr) goes through ``printable``
+(``supervisor.shared.terminal``, which the supervisor's log of a server's stderr uses too) before it
+reaches a terminal: control characters but the tab become visible escapes (``\\x1b``), so a hostile server
 cannot move the cursor, retitle the window or hide lines. JSON escapes the C0 controls itself;
 ``print_json`` also escapes DEL and the C1 controls (raw, U+009B is a CSI on some terminals), which
 the JSON grammar allows anywhere but leaves raw.
@@ -19,27 +20,14 @@ the JSON grammar allows anywhere but leaves raw.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Any, Final
 
+from supervisor.shared.terminal import printable
+
 __all__ = ["print_failure", "print_json", "print_json_line", "printable", "printable_lines"]
 
-_UNSAFE: Final = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-"""C0 controls but the tab, DEL, C1 controls, and the bidirectional overrides and isolates (which
-reorder what a terminal shows)."""
-
 _C1_IN_JSON: Final = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character but the tab (and every bidi override) escaped."""
-    return _UNSAFE.sub(_escape, text)
 
 
 def printable_lines(text: str) -> str:

@@ -1,8 +1,8 @@
 """``AsyncSupervisorClient``: the client stub for asyncio and trio (through anyio).
 
 Above: agents' async code, as ``async with AsyncSupervisorClient() as sup``. Beside it: the blocking
-``SupervisorClient`` (``supervisor.client.blocking``), with the same methods; both are one line per method
-over the shared core (``supervisor.client.exchanges``). Below: one DEALER (``supervisor.client.dial``) and one
+``SupervisorClient`` (``supervisor.client.blocking``), with the same methods, written once for both
+(``supervisor.client.methods``). Below: one DEALER (``supervisor.client.dial``) and one
 reader task that hands each reply to the request waiting for its id, so any number of tasks may call
 at once on one client; a failed CURVE handshake ends every waiting request with its reason.
 
@@ -15,13 +15,11 @@ callback raising).
 
 from __future__ import annotations
 
-import copy
 import inspect
 import math
-from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Self, TypeVar
 
 import anyio
 import anyio.abc
@@ -29,50 +27,25 @@ import msgspec
 import zmq
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from supervisor.adapters.formats import anthropic_tool, openai_tool
+from supervisor.client.aio_events import AsyncEventWatch, AsyncToolCache
+from supervisor.client.answers import Handler, answer_failed, answer_with, request_params
 from supervisor.client.dial import dial, no_answer, unreachable
 from supervisor.client.errors import SupervisorError
-from supervisor.client.exchanges import (
-    LIVENESS_TICK,
-    LIVENESS_WAIT,
-    REQUEST_TIMEOUT,
-    Exchange,
-    Handler,
-    Liveness,
-    Requests,
-    answer_failed,
-    answer_with,
-    handlers,
-    request_params,
-)
-from supervisor.client.tool_cache import AsyncToolCache
-from supervisor.client.watch import AsyncEventWatch
+from supervisor.client.exchanges import LIVENESS_TICK, LIVENESS_WAIT, Exchange, Requests
+from supervisor.client.liveness import Liveness
+from supervisor.client.methods import Methods, StubBase, awaiting
 from supervisor.protocol import (
     Answer,
     CallProgress,
-    Completion,
     FrontReply,
     FrontRequest,
-    FrontStats,
     ProgressCallback,
-    PromptInfo,
-    PromptResult,
-    ReloadSummary,
-    ResourceInfo,
-    ResourceResult,
-    ResourceTemplateInfo,
-    ServerLog,
     ServerRequest,
-    ServerStatus,
     ToolInfo,
-    ToolList,
-    ToolResult,
     decode_front_reply,
     encode,
 )
 from supervisor.security.curve import HandshakeWatch
-from supervisor.security.keys import ClientKeys, Keys, client_keys
-from supervisor.shared.paths import resolve_endpoint
 from supervisor.shared.sockets import fd_of, new_dealer, readable
 
 __all__ = ["AsyncSupervisorClient"]
@@ -80,31 +53,11 @@ __all__ = ["AsyncSupervisorClient"]
 _T = TypeVar("_T")
 
 
-class AsyncSupervisorClient:
+class AsyncSupervisorClient(StubBase):
     """Async client for asyncio and trio; use it as ``async with``. ``keys``: see
     ``supervisor.client.blocking``."""
 
-    def __init__(
-        self,
-        endpoint: str | None = None,
-        *,
-        request_timeout: float = REQUEST_TIMEOUT,
-        keys: Keys = None,
-        identity: str | None = None,
-        on_sampling: Handler | None = None,
-        on_elicitation: Handler | None = None,
-    ) -> None:
-        """``identity``: who this client is to ``scope: client`` servers (its own session on each); two
-        clients that name the same identity share those sessions. Default: unique to this client.
-        ``on_sampling(params)``, ``on_elicitation(params)``: answer a server's sampling and elicitation
-        requests that arise in this client's own calls (see ``supervisor.client.exchanges.Handler``)."""
-        self._handlers = handlers(on_sampling, on_elicitation)
-        # first: a bad identity raises before anything is opened
-        self._requests = Requests(identity, self._handlers)
-        self.endpoint = resolve_endpoint(endpoint)
-        self.keys = client_keys(keys, self.endpoint)
-        self.request_timeout = request_timeout
-        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    def _init_transport(self) -> None:
         self._sock: zmq.Socket[bytes] | None = None
         self._watch: HandshakeWatch | None = None
         self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
@@ -135,37 +88,18 @@ class AsyncSupervisorClient:
         assert self._open is not None, "the client was not entered"
         await self._open.aclose()
 
-    @property
-    def identity(self) -> str:
-        """This client's identity: its session on each ``scope: client`` server."""
-        return self._requests.identity
-
     # ------------------------------------------------------------ the registry
 
-    async def list_tools(self, wait: float = 0.0) -> list[ToolInfo]:
-        """The registry's tools; with ``wait``, once every server's first start is over (a supervisor
-        just started answers with every ready server's tools), or after ``wait`` seconds at most."""
-        return await self._do(self._requests.list_tools(wait))
-
-    async def tool_list(self, wait: float = 0.0) -> ToolList:
-        """The tools with the registry's ``version`` (it grows by one with each change) and the servers
-        still ``starting`` for the first time; ``wait`` as for ``list_tools``."""
-        return await self._do(self._requests.tool_list(wait))
-
-    async def openai_tools(self) -> list[dict[str, Any]]:
-        return [openai_tool(tool) for tool in await self.list_tools()]
-
-    async def anthropic_tools(self) -> list[dict[str, Any]]:
-        """As ``SupervisorClient.anthropic_tools``."""
-        return [anthropic_tool(tool) for tool in await self.list_tools()]
-
-    async def events_endpoint(self) -> str:
-        """Where the supervisor publishes its events."""
-        return await self._do(self._requests.events_endpoint())
+    list_tools = awaiting(Methods.list_tools)
+    tool_list = awaiting(Methods.tool_list)
+    openai_tools = awaiting(Methods.openai_tools)
+    anthropic_tools = awaiting(Methods.anthropic_tools)
+    events_endpoint = awaiting(Methods.events_endpoint)
 
     async def watch(self, *, messages: bool = False) -> AsyncEventWatch:
         """A subscription to registry and state events: ``async with await sup.watch() as events``;
-        with ``messages``, the servers' log messages and resource updates too."""
+        with ``messages``, the servers' log messages and resource updates too (as
+        ``SupervisorClient.watch``)."""
         watch = AsyncEventWatch(await self.events_endpoint(), keys=self._event_keys(), messages=messages)
         await watch.join()
         return watch
@@ -180,112 +114,30 @@ class AsyncSupervisorClient:
 
         return await AsyncToolCache.open(await self.events_endpoint(), listing, keys=self._event_keys())
 
-    def _event_keys(self) -> ClientKeys | Literal[False]:
-        return False if self.keys is None else self.keys
-
     # ---------------------------------------------------------------- calls
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        *,
-        raise_on_error: bool = True,
-        progress: ProgressCallback | None = None,
-    ) -> ToolResult:
-        """As ``SupervisorClient.call_tool``; ``progress`` may be a coroutine function (it is awaited)."""
-        return await self._do(self._requests.call_tool(name, arguments, timeout, raise_on_error, progress))
-
-    async def list_resources(
-        self, server: str | None = None, *, timeout: float | None = None
-    ) -> list[ResourceInfo]:
-        """As ``SupervisorClient.list_resources``."""
-        return await self._do(self._requests.list_resources(server, timeout))
-
-    async def list_resource_templates(
-        self, server: str | None = None, *, timeout: float | None = None
-    ) -> list[ResourceTemplateInfo]:
-        return await self._do(self._requests.list_resource_templates(server, timeout))
-
-    async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> ResourceResult:
-        return await self._do(self._requests.read_resource(server, uri, timeout))
-
-    async def list_prompts(
-        self, server: str | None = None, *, timeout: float | None = None
-    ) -> list[PromptInfo]:
-        return await self._do(self._requests.list_prompts(server, timeout))
-
-    async def get_prompt(
-        self,
-        name: str,
-        arguments: Mapping[str, str] | None = None,
-        *,
-        server: str | None = None,
-        timeout: float | None = None,
-    ) -> PromptResult:
-        return await self._do(self._requests.get_prompt(name, arguments, server, timeout))
-
-    async def complete(
-        self,
-        ref: Mapping[str, str],
-        argument: tuple[str, str],
-        context: Mapping[str, str] | None = None,
-        *,
-        server: str | None = None,
-        timeout: float | None = None,
-    ) -> Completion:
-        """Completions for ``argument`` (its name and the value typed so far) of a prompt
-        (``{"type": "ref/prompt", "name": N}``, its prefixed name, or the server's own with ``server``)
-        or a resource template (``{"type": "ref/resource", "uri": TEMPLATE}``, with ``server``);
-        ``context``: the other arguments' values."""
-        return await self._do(self._requests.complete(ref, argument, context, server, timeout))
-
-    async def set_log_level(self, level: str, server: str | None = None) -> None:
-        """Ask ``server`` (every server by default) for log messages from ``level`` up (one of
-        ``LOG_LEVELS``; ``""`` withdraws this connection's wish). A server is set to the most verbose
-        level its connections ask for; its messages come as ``ServerMessage`` on ``watch(messages=True)``."""
-        await self._do(self._requests.set_log_level(level, server))
-
-    async def subscribe(self, server: str, uri: str) -> None:
-        """Hear when ``server``'s resource ``uri`` changes: a ``ResourceUpdated`` on
-        ``watch(messages=True)`` (kept across the server's restarts, until ``unsubscribe``)."""
-        await self._do(self._requests.subscribe(server, uri))
-
-    async def unsubscribe(self, server: str, uri: str) -> None:
-        await self._do(self._requests.unsubscribe(server, uri))
+    call_tool = awaiting(Methods.call_tool)
+    list_resources = awaiting(Methods.list_resources)
+    list_resource_templates = awaiting(Methods.list_resource_templates)
+    read_resource = awaiting(Methods.read_resource)
+    list_prompts = awaiting(Methods.list_prompts)
+    get_prompt = awaiting(Methods.get_prompt)
+    complete = awaiting(Methods.complete)
+    set_log_level = awaiting(Methods.set_log_level)
+    subscribe = awaiting(Methods.subscribe)
+    unsubscribe = awaiting(Methods.unsubscribe)
 
     # ------------------------------------------------------------ operations
 
-    async def status(self) -> list[ServerStatus]:
-        return await self._do(self._requests.status())
-
-    async def front_stats(self) -> FrontStats:
-        """As ``SupervisorClient.front_stats``."""
-        return await self._do(self._requests.front_stats())
-
-    async def restart(self, server: str) -> None:
-        await self._do(self._requests.restart(server))
-
-    async def stop(self, server: str) -> None:
-        await self._do(self._requests.stop(server))
-
-    async def start(self, server: str) -> None:
-        await self._do(self._requests.start(server))
-
-    async def ping(self) -> None:
-        await self._do(self._requests.ping())
-
-    async def reload(self) -> ReloadSummary:
-        return await self._do(self._requests.reload(self.request_timeout))
-
-    async def logs(self, server: str, *, after: int = 0, limit: int = 100) -> ServerLog:
-        """As ``SupervisorClient.logs``."""
-        return await self._do(self._requests.logs(server, after, limit))
-
-    async def shutdown(self, *, grace: float | None = None) -> None:
-        """As ``SupervisorClient.shutdown``."""
-        await self._do(self._requests.shutdown(grace))
+    status = awaiting(Methods.status)
+    front_stats = awaiting(Methods.front_stats)
+    restart = awaiting(Methods.restart)
+    stop = awaiting(Methods.stop)
+    start = awaiting(Methods.start)
+    ping = awaiting(Methods.ping)
+    reload = awaiting(Methods.reload)
+    logs = awaiting(Methods.logs)
+    shutdown = awaiting(Methods.shutdown)
 
     # ------------------------------------------------------------- transport
 
@@ -397,10 +249,8 @@ class AsyncSupervisorClient:
         ``scope: client`` servers) and its own server-request handlers. For a process that serves many
         agents over one connection (the MCP facade: one per host session). Use it while this client is
         open; it is not entered or closed itself."""
-        twin = copy.copy(self)  # the same socket, waiters and reader
+        twin = self._twin(identity, on_sampling, on_elicitation)  # the same socket, waiters and reader
         twin._origin, twin._open = self._origin or self, None
-        twin._handlers = handlers(on_sampling, on_elicitation)
-        twin._requests = self._requests.twin(identity, twin._handlers)
         return twin
 
     def _cancel(self, sock: zmq.Socket[bytes], id: int) -> None:

@@ -1,11 +1,10 @@
-"""The client stubs' shared core: every request they make, built, with how long to wait and how to read
-its reply.
+"""The client stubs' requests: each one built, with how long to wait and how to read its reply.
 
-Above: ``SupervisorClient`` (``supervisor.client.blocking``) and ``AsyncSupervisorClient``
-(``supervisor.client.aio``), whose methods are one line each over an ``Exchange`` from here: they only
-carry it over their socket (blocking, or async) and hand the reply to ``parse``. Below: the front
-protocol (``supervisor.protocol``) and the exceptions of ``supervisor.client.errors``. No I/O here, so the
-two clients cannot drift: a request's arguments are checked, its id taken and its reply read in one
+Above: the stubs' methods (``supervisor.client.methods``, written once for ``SupervisorClient`` and
+``AsyncSupervisorClient``), each of which returns an ``Exchange`` from here that the stub carries over
+its socket (blocking, or async), handing the reply to ``parse``. Below: the front protocol
+(``supervisor.protocol``) and the exceptions of ``supervisor.client.errors``. No I/O here, so the two
+clients cannot drift: a request's arguments are checked, its id taken and its reply read in one
 place. A tool call made in an application that uses OpenTelemetry gets a CLIENT span from the
 application's tracer provider, whose context goes to the supervisor (``supervisor.shared.tracing``); the
 clients wait for its reply inside ``Exchange.traced``. A client that stops waiting for a request's
@@ -28,17 +27,11 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import msgspec
 
-from supervisor.client.errors import (
-    SupervisorError,
-    SupervisorUnreachableError,
-    ToolExecutionError,
-    error_for,
-)
+from supervisor.client.errors import SupervisorError, ToolExecutionError, error_for
 from supervisor.protocol import (
     MAX_GRACE,
     MAX_IDENTITY,
     MAX_LIST_WAIT,
-    Answer,
     CallResult,
     CallTool,
     Cancel,
@@ -71,7 +64,6 @@ from supervisor.protocol import (
     ResourceTemplateInfo,
     Restart,
     ServerLog,
-    ServerRequest,
     ServerStatus,
     SetLogLevel,
     Shutdown,
@@ -83,7 +75,6 @@ from supervisor.protocol import (
     ToolList,
     ToolResult,
     Unsubscribe,
-    total_decoder,
 )
 from supervisor.shared import tracing
 
@@ -91,21 +82,14 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
 __all__ = [
-    "ELICITATION",
+    "LIVENESS_AFTER",
     "LIVENESS_TICK",
     "LIVENESS_WAIT",
     "REQUEST_TIMEOUT",
-    "SAMPLING",
     "Exchange",
-    "Handler",
-    "Liveness",
     "Requests",
-    "answer_failed",
-    "answer_with",
     "check_identity",
     "default_identity",
-    "handlers",
-    "request_params",
 ]
 
 log = logging.getLogger("mcp_supervisor.client")
@@ -132,7 +116,6 @@ _decode_prompts = msgspec.msgpack.Decoder(list[PromptInfo]).decode
 _decode_resource = msgspec.msgpack.Decoder(ResourceResult).decode
 _decode_prompt = msgspec.msgpack.Decoder(PromptResult).decode
 _decode_completion = msgspec.msgpack.Decoder(Completion).decode
-_decode_params = total_decoder(msgspec.msgpack.Decoder().decode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +130,7 @@ class Exchange(Generic[_T]):
 
     def traced(self) -> AbstractContextManager[None]:
         """Around the wait for the reply: the call's span current, ended with the outcome."""
-        return tracing.traced(self.span)
+        return tracing.traced(self.span, SupervisorError)
 
 
 def default_identity() -> str:
@@ -161,51 +144,6 @@ def check_identity(identity: str) -> str:
     if not isinstance(identity, str) or not 0 < len(identity) <= MAX_IDENTITY or not identity.isprintable():
         raise ValueError(f"identity must be 1 to {MAX_IDENTITY} printable characters, not {identity!r}")
     return identity
-
-
-Handler = Callable[[dict[str, Any]], Any]
-"""A server request's handler: ``fn(params)`` with the MCP request's params in their JSON shape,
-returning the MCP result in its JSON shape (a dict; for sampling also a plain ``str``, the model's
-text). For ``AsyncSupervisorClient`` it may be a coroutine function."""
-
-SAMPLING: Final = "sampling/createMessage"
-ELICITATION: Final = "elicitation/create"
-
-
-def handlers(on_sampling: Handler | None, on_elicitation: Handler | None) -> dict[str, Handler]:
-    """A client's server-request handlers by method (the requests it answers itself)."""
-    found = {SAMPLING: on_sampling, ELICITATION: on_elicitation}
-    return {method: handler for method, handler in found.items() if handler is not None}
-
-
-def request_params(request: ServerRequest) -> dict[str, Any]:
-    """A server request's params; ``SupervisorError`` when they are not a map (a broken peer)."""
-    try:
-        params = _decode_params(request.params)
-    except msgspec.DecodeError as exc:
-        raise SupervisorError(f"undecodable params of a server request: {exc}") from None
-    if not isinstance(params, dict):
-        raise SupervisorError("the params of a server request are not a map")
-    return params
-
-
-def answer_with(request: ServerRequest, outcome: object) -> Answer:
-    """The ``Answer`` carrying what a handler returned (a ``str`` for sampling: the model's text)."""
-    if isinstance(outcome, str) and request.method == SAMPLING:
-        text = {"type": "text", "text": outcome}
-        outcome = {"role": "assistant", "content": text, "model": "caller"}
-    if not isinstance(outcome, dict):
-        kind = type(outcome).__name__
-        return answer_failed(request, f"the {request.method} handler returned {kind}, not a dict")
-    try:
-        result = msgspec.Raw(_encode_arguments(outcome))
-    except (TypeError, OverflowError) as exc:
-        return answer_failed(request, f"the {request.method} handler's result is not JSON: {exc}")
-    return Answer(id=request.id, ask=request.ask, result=result)
-
-
-def answer_failed(request: ServerRequest, why: str) -> Answer:
-    return Answer(id=request.id, ask=request.ask, error=why[:1000])
 
 
 class Requests:
@@ -437,47 +375,3 @@ def _list_tools(id: int, wait: float) -> ListTools:
 def _list_wait(wait: float) -> float | None:
     """How long a client waits for a listing that may wait ``wait`` seconds (None: its request_timeout)."""
     return min(wait, MAX_LIST_WAIT) + REQUEST_TIMEOUT if wait > 0 else None
-
-
-class Liveness:
-    """A long wait's probe of the supervisor: after ``LIVENESS_AFTER`` seconds without a word from it,
-    a ``Ping``; no answer within ``LIVENESS_WAIT`` seconds means it is gone (killed: its ``ipc://``
-    socket file stays, and ZeroMQ queues the request for ever), so the wait ends ``UNREACHABLE``
-    within seconds rather than at a call's hour. Pure: times are passed in; waits too short to need
-    it never ping."""
-
-    def __init__(self, wait: float, endpoint: str) -> None:
-        self.on = wait > LIVENESS_AFTER + LIVENESS_WAIT
-        self._endpoint = endpoint
-        self._heard = -math.inf  # set by the first ``due``
-        self._ping: int | None = None  # the id of the ping in flight
-        self._sent = 0.0
-
-    def due(self, now: float, requests: Requests) -> FrontRequest | None:
-        """The ping to send now, if one is due; raises ``SupervisorUnreachableError`` when the one
-        sent went unanswered."""
-        if not self.on:
-            return None
-        if self._heard == -math.inf:
-            self._heard = now
-        if self._ping is not None:
-            if now - self._sent >= LIVENESS_WAIT:
-                silent = LIVENESS_AFTER + LIVENESS_WAIT
-                why = f"the supervisor at {self._endpoint} stopped answering (not a word for {silent:g} s)"
-                raise SupervisorUnreachableError(why)
-            return None
-        if now - self._heard < LIVENESS_AFTER:
-            return None
-        ping = requests.ping().request
-        self._ping, self._sent = ping.id, now
-        return ping
-
-    def heard(self, reply: FrontReply, now: float) -> bool:
-        """The supervisor said something; True when it is the answer to our ping (nobody else's)."""
-        ours = self._ping is not None and reply.id == self._ping
-        self.alive(now)
-        return ours
-
-    def alive(self, now: float) -> None:
-        """The supervisor is there (it said something): no ping is awaited."""
-        self._heard, self._ping = now, None

@@ -1,26 +1,24 @@
 """The tool list, kept current by the supervisor's events: reading it never asks the supervisor.
 
-Above: ``SupervisorClient.tool_cache()`` (``ToolCache``, blocking and thread-safe) and
-``AsyncSupervisorClient.tool_cache()`` (``AsyncToolCache``). Below: an event subscription
-(``supervisor.client.watch``) and the client's listing. Both caches list once, then apply each
-``RegistryChanged`` as it arrives; when a version is missed (a gap in ``RegistryChanged``, or a
-beacon's version that differs) they list again. The bookkeeping is one pure class, ``ToolTable``,
-which the MCP facade (``supervisor.facade.upstream``) keeps its tools with too.
+Above: ``SupervisorClient.tool_cache()`` (``ToolCache``, blocking and thread-safe, here) and
+``AsyncSupervisorClient.tool_cache()`` (``AsyncToolCache``, in ``supervisor.client.aio_events``).
+Below: an event subscription (``supervisor.client.watch``) and the client's listing. Both caches list
+once, then apply each ``RegistryChanged`` as it arrives; when a version is missed (a gap in
+``RegistryChanged``, or a beacon's version that differs) they list again. The bookkeeping is one pure
+class, ``ToolTable``, which the MCP facade (``supervisor.facade.upstream``) keeps its tools with too.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Self
 
-import anyio
-
-from supervisor.client.watch import AsyncEventWatch, EventWatch
+from supervisor.client.watch import EventWatch
 from supervisor.protocol import Event, RegistryChanged, RegistryVersion, ToolInfo
 from supervisor.security.keys import Keys
 
-__all__ = ["AsyncToolCache", "ToolCache", "ToolTable"]
+__all__ = ["Cached", "Listing", "ToolCache", "ToolTable"]
 
 Listing = tuple[list[ToolInfo], int]  # the tools, and the registry's version they are at
 
@@ -54,7 +52,7 @@ class ToolTable:
         return False
 
 
-class _Cached:
+class Cached:
     """What both caches say of themselves."""
 
     _state: ToolTable
@@ -70,7 +68,7 @@ class _Cached:
         return self._state.relists
 
 
-class ToolCache(_Cached):
+class ToolCache(Cached):
     """The supervisor's tool list, kept current by its events (blocking; thread-safe).
 
     ``tools()`` applies the changes that arrived since the last read and returns the list; it
@@ -102,51 +100,5 @@ class ToolCache(_Cached):
                 if event is not None and self._state.apply(event):
                     self._state.listed(self._list_tools())
                 event = self._watch.next_any(0)
-                if event is None:
-                    return list(self._state.tools.values())
-
-
-class AsyncToolCache(_Cached):
-    """As ``ToolCache``, for asyncio and trio: ``await cache.tools()``. Made by
-    ``AsyncSupervisorClient.tool_cache()``; close it (``async with``, or ``close()``)."""
-
-    def __init__(self, watch: AsyncEventWatch, list_tools: Callable[[], Awaitable[Listing]]) -> None:
-        self._watch = watch
-        self._list_tools = list_tools
-        self._lock = anyio.Lock()
-        self._state = ToolTable()
-
-    @classmethod
-    async def open(
-        cls, endpoint: str, list_tools: Callable[[], Awaitable[Listing]], *, keys: Keys = None
-    ) -> AsyncToolCache:
-        """Subscribe, wait until the subscription is live, then list."""
-        watch = AsyncEventWatch(endpoint, keys=keys)
-        try:
-            await watch.join()
-            cache = cls(watch, list_tools)
-            cache._state.listed(await list_tools())
-        except BaseException:
-            watch.close()
-            raise
-        return cache
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._watch.close()
-
-    async def tools(self, wait: float = 0.0) -> list[ToolInfo]:
-        """The current tools; with ``wait``, first wait up to that many seconds for a change."""
-        async with self._lock:
-            event = await self._watch.next_any(wait) if wait > 0 else None
-            while True:
-                if event is not None and self._state.apply(event):
-                    self._state.listed(await self._list_tools())
-                event = self._watch.next_nowait()
                 if event is None:
                     return list(self._state.tools.values())

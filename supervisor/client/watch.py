@@ -12,8 +12,9 @@ The supervisor publishes on a PUB socket (its endpoint is in ``status``):
   resource someone subscribed to changed), which a subscriber must ask for (topics ``log`` and
   ``resource``): a busy server's log would cost every other subscriber.
 
-``EventWatch`` (blocking) and ``AsyncEventWatch`` yield all but the beacons; the tool caches of
-``supervisor.client.tool_cache`` read the first three.
+``EventWatch`` (blocking, here) and ``AsyncEventWatch`` (``supervisor.client.aio_events``) yield all
+but the beacons; the tool caches (``supervisor.client.tool_cache``, and ``aio_events`` again) read the
+first three.
 
 Each takes ``keys`` as the client stubs do (``supervisor.security.keys``): on a
 ``tcp://`` events endpoint the subscription is CurveZMQ, and a refused
@@ -22,13 +23,11 @@ handshake ends ``join`` with ``SupervisorAuthenticationError``.
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from time import monotonic
 from typing import Any, Final, Self
 
-import anyio
 import msgspec
 import zmq
 
@@ -46,9 +45,9 @@ from supervisor.protocol import (
 )
 from supervisor.security.curve import HandshakeWatch
 from supervisor.security.keys import Keys, client_keys
-from supervisor.shared.sockets import fd_of, new_subscriber, readable
+from supervisor.shared.sockets import new_subscriber
 
-__all__ = ["AsyncEventWatch", "EventWatch", "PublicEvent", "message_data"]
+__all__ = ["EventWatch", "PublicEvent", "Subscription", "message_data", "not_joined", "read_event"]
 
 PublicEvent = RegistryChanged | StateChanged | ServerMessage | ResourceUpdated
 CHANGES: Final = (EVENT_TOPICS[RegistryChanged], EVENT_TOPICS[StateChanged], EVENT_TOPICS[RegistryVersion])
@@ -75,28 +74,39 @@ def _subscriber(
     return dial(lambda: new_subscriber(ctx, topics), endpoint, client_keys(keys, endpoint), missing)
 
 
-def _not_joined(endpoint: str, timeout: float, watch: HandshakeWatch | None) -> SupervisorUnreachableError:
+def not_joined(endpoint: str, timeout: float, watch: HandshakeWatch | None) -> SupervisorUnreachableError:
     if watch is not None and watch.failure is not None:
         return SupervisorAuthenticationError(watch.failure)
     return SupervisorUnreachableError(f"no events from {endpoint} within {timeout:g} s")
 
 
-def _decode(frames: list[bytes]) -> Event | None:
+def read_event(frames: list[bytes]) -> Event | None:
     try:
         return decode_event(frames[-1])
     except msgspec.DecodeError:
         return None  # not from a supervisor we understand
 
 
-class EventWatch:
-    """Events as they come (blocking): ``for event in watch`` or ``watch.next(timeout)``; with
-    ``messages``, the servers' log messages and resource updates too."""
+class Subscription:
+    """One subscription to the supervisor's events, blocking or async: its socket, and the event that
+    ``join`` read before anyone asked."""
 
     def __init__(self, endpoint: str, *, keys: Keys = None, messages: bool = False) -> None:
         self.endpoint = endpoint
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._sock, self._watch = _subscriber(self._ctx, endpoint, keys, messages)
         self._early: list[Event] = []
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+        self._sock.close(linger=0)
+        self._ctx.destroy(linger=0)
+
+
+class EventWatch(Subscription):
+    """Events as they come (blocking): ``for event in watch`` or ``watch.next(timeout)``; with
+    ``messages``, the servers' log messages and resource updates too."""
 
     def __enter__(self) -> Self:
         return self
@@ -111,15 +121,9 @@ class EventWatch:
             refused = self._watch is not None and self._watch.update() is not None
             if refused or monotonic() >= deadline:
                 self.close()
-                raise _not_joined(self.endpoint, timeout, self._watch)
+                raise not_joined(self.endpoint, timeout, self._watch)
         if not isinstance(event, RegistryVersion):
             self._early.append(event)
-
-    def close(self) -> None:
-        if self._watch is not None:
-            self._watch.close()
-        self._sock.close(linger=0)
-        self._ctx.destroy(linger=0)
 
     def next(self, timeout: float | None = None) -> PublicEvent | None:
         """The next event but a beacon, or None after ``timeout`` seconds (None: wait for ever)."""
@@ -137,7 +141,7 @@ class EventWatch:
             left = None if deadline is None else max(0.0, deadline - monotonic())
             if not self._sock.poll(None if left is None else int(left * 1000)):
                 return None
-            event = _decode(self._sock.recv_multipart())
+            event = read_event(self._sock.recv_multipart())
             if event is not None:
                 return event
 
@@ -145,96 +149,4 @@ class EventWatch:
         while True:
             event = self.next()
             if event is not None:
-                yield event
-
-
-class AsyncEventWatch:
-    """Events as they come, for asyncio and trio: ``async for event in watch``; ``messages`` as for
-    ``EventWatch``."""
-
-    def __init__(self, endpoint: str, *, keys: Keys = None, messages: bool = False) -> None:
-        self.endpoint = endpoint
-        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self._sock, self._watch = _subscriber(self._ctx, endpoint, keys, messages)
-        self._early: list[Event] = []
-
-    async def join(self, timeout: float = JOIN_TIMEOUT) -> None:
-        """Wait until the subscription is live (the first event, at most a beacon interval away)."""
-        with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as joining:
-                if self._watch is not None:
-                    joining.start_soon(self._wait_refused, self._watch, joining.cancel_scope)
-                event = await self._next_any()
-                if not isinstance(event, RegistryVersion):
-                    self._early.append(event)
-                joining.cancel_scope.cancel()
-                return
-        self.close()
-        raise _not_joined(self.endpoint, timeout, self._watch)
-
-    @staticmethod
-    async def _wait_refused(watch: HandshakeWatch, scope: anyio.CancelScope) -> None:
-        """Cancel ``scope`` (the join) when a handshake fails."""
-        while watch.update() is None:
-            if not readable(watch.monitor):
-                await anyio.wait_readable(watch.fd)
-        scope.cancel()
-
-    async def next_any(self, timeout: float | None = None) -> Event | None:
-        """The next event, the version beacons included, or None after ``timeout`` seconds (None: wait
-        for ever)."""
-        if self._early:
-            return self._early.pop(0)
-        with anyio.move_on_after(math.inf if timeout is None else timeout):
-            return await self._next_any()
-        return None
-
-    def next_nowait(self) -> Event | None:
-        """The next event if one has come, else None."""
-        if self._early:
-            return self._early.pop(0)
-        while True:
-            try:
-                event = _decode(self._sock.recv_multipart(zmq.NOBLOCK))
-            except zmq.Again:
-                return None
-            if event is not None:
-                return event
-
-    async def _next_any(self) -> Event:
-        fd = fd_of(self._sock)
-        while True:
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                if not readable(self._sock):
-                    await anyio.wait_readable(fd)
-                continue
-            event = _decode(frames)
-            if event is not None:
-                return event
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._watch is not None:
-            self._watch.close()
-        self._sock.close(linger=0)
-        self._ctx.destroy(linger=0)
-
-    def __aiter__(self) -> AsyncIterator[PublicEvent]:
-        return self._events()
-
-    async def _events(self) -> AsyncIterator[PublicEvent]:
-        while self._early:
-            early = self._early.pop(0)
-            if not isinstance(early, RegistryVersion):
-                yield early
-        while True:
-            event = await self._next_any()
-            if not isinstance(event, RegistryVersion):
                 yield event

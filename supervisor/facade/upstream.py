@@ -29,9 +29,9 @@ import anyio
 import anyio.abc
 
 from supervisor.client.aio import AsyncSupervisorClient
+from supervisor.client.aio_events import AsyncEventWatch
 from supervisor.client.errors import SupervisorError
 from supervisor.client.tool_cache import ToolTable
-from supervisor.client.watch import AsyncEventWatch
 from supervisor.facade.launch import Launcher
 from supervisor.protocol import ResourceUpdated, ServerMessage, StateChanged, ToolInfo
 from supervisor.security.keys import Keys

@@ -31,7 +31,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -374,20 +374,27 @@ def client_span(name: str) -> Span | None:
     return span if span.get_span_context().is_valid else None
 
 
-@contextmanager
-def calling(span: Span) -> Iterator[None]:
-    """The stub waits for a call's reply with ``span`` current (what its handlers trace is its child),
-    and ends it: an exception is an error, with the supervisor's error code as ``error.type``."""
-    from opentelemetry.trace import StatusCode, use_span
+class _Coded(Protocol):
+    """An error that names itself with a code (the client stubs' ``SupervisorError``)."""
 
-    from supervisor.client.errors import SupervisorError
+    code: str
+    message: str
+
+
+@contextmanager
+def calling(span: Span, coded: type[BaseException]) -> Iterator[None]:
+    """The stub waits for a call's reply with ``span`` current (what its handlers trace is its child),
+    and ends it: an exception is an error, with the supervisor's error code as ``error.type`` for a
+    ``coded`` one (the stub's ``SupervisorError``, whose ``code`` and ``message`` it reads)."""
+    from opentelemetry.trace import StatusCode, use_span
 
     with use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
         try:
             yield
-        except SupervisorError as exc:
-            span.set_attribute(ERROR_TYPE, exc.code)
-            span.set_status(StatusCode.ERROR, exc.message[:MAX_STATUS])
+        except coded as exc:
+            failure = cast(_Coded, exc)
+            span.set_attribute(ERROR_TYPE, failure.code)
+            span.set_status(StatusCode.ERROR, failure.message[:MAX_STATUS])
             raise
         except BaseException as exc:
             span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
@@ -395,6 +402,6 @@ def calling(span: Span) -> Iterator[None]:
             raise
 
 
-def traced(span: Span | None) -> AbstractContextManager[None]:
-    """``calling(span)``, or nothing for no span."""
-    return _UNTRACED if span is None else calling(span)
+def traced(span: Span | None, coded: type[BaseException]) -> AbstractContextManager[None]:
+    """``calling(span, coded)``, or nothing for no span."""
+    return _UNTRACED if span is None else calling(span, coded)

@@ -22,9 +22,10 @@ import pytest
 import trio
 import zmq
 
+from supervisor.client.aio_events import AsyncEventWatch
 from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
 from supervisor.client.errors import SupervisorAuthenticationError
-from supervisor.client.watch import AsyncEventWatch, EventWatch
+from supervisor.client.watch import EventWatch
 from supervisor.protocol import Ping, StateChanged, encode
 from supervisor.security.keys import KEYS_ENV, keygen
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server

@@ -116,6 +116,7 @@ def test_the_wheel_holds_every_module_and_data_file_and_no_tests(installed: Inst
     }
     assert expected - names == set()
     assert any(name.endswith(".html") for name in expected)  # the status page: a data file
+    assert {"supervisor/py.typed", "supervisor/ops/web/page.html"} <= names  # typed; the status page
     packaged = {name for name in names if ".dist-info/" not in name}
     assert packaged - expected == set()  # nothing else: no tests, no config, no benchmarks
     assert not [name for name in names if name.startswith("tests/")]
@@ -141,6 +142,18 @@ def test_the_installed_package_is_the_wheel_not_this_checkout(installed: Install
     assert where.returncode == 0, where.stderr
     for module in where.stdout.split():
         assert Path(module).is_relative_to(installed.venv), module
+
+
+def test_the_installed_package_exports_the_client_library(installed: Installed) -> None:
+    imported = subprocess.run(
+        [installed.bin("python"), "-c", "from supervisor import AsyncSupervisorClient, SupervisorClient"],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        cwd=installed.home,
+        env=installed.env,
+    )
+    assert imported.returncode == 0, imported.stderr
 
 
 def test_version_matches_pyproject_and_help_works(installed: Installed) -> None:

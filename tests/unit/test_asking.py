@@ -12,8 +12,8 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
+from supervisor.client.answers import SAMPLING, answer_with, request_params
 from supervisor.client.errors import SupervisorError
-from supervisor.client.exchanges import SAMPLING, answer_with, request_params
 from supervisor.protocol import Answered, Ask, ServerRequest, WorkerEvent, encode
 from workers.asking import CURRENT_CALL, Asking, Running
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from supervisor.client.errors import SupervisorUnreachableError
-from supervisor.client.exchanges import LIVENESS_AFTER, LIVENESS_WAIT, Liveness, Requests
+from supervisor.client.exchanges import LIVENESS_AFTER, LIVENESS_WAIT, Requests
+from supervisor.client.liveness import Liveness
 from supervisor.protocol import CallProgress, Done, Ping
 
 

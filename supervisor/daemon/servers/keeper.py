@@ -41,7 +41,6 @@ from typing import Any, Final, Protocol
 import msgspec
 import trio
 
-from supervisor.cli.output import printable
 from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.heartbeats import Heartbeats
 from supervisor.daemon.servers.reaping import close_lifeline, reap
@@ -60,6 +59,7 @@ from supervisor.protocol import (
 from supervisor.security.tokens import TokenFile
 from supervisor.shared import tracing
 from supervisor.shared.boot import Ended, Outcome, WorkerBoot
+from supervisor.shared.terminal import printable
 
 __all__ = ["Keeper", "KeeperOwner"]
 

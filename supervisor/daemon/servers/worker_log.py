@@ -28,9 +28,9 @@ from typing import Final
 
 import trio
 
-from supervisor.cli.output import printable
 from supervisor.protocol import LOG_LIMIT, ErrorReply, GetLogs, LogLine, LogLines, LogStream, ServerLog
 from supervisor.shared.boot import LAST_WORD, read_log_line
+from supervisor.shared.terminal import printable
 
 __all__ = ["LogBook", "LogRing", "WorkerLog"]
 
