@@ -6,22 +6,22 @@ worker ROUTER, on which every worker incarnation connects with its own routing i
 PUB socket. One task receives on both ROUTERs; replies are sent from whichever task has them (sends
 never block).
 
-Who owns what: the front door (``supervisor.daemon.front_door``: decoding requests, sending replies, clients
-that do not read), the worker link (``supervisor.daemon.worker_link``: workers' messages to their keepers
-and to the call table), the router (``supervisor.daemon.router``: requests that go to workers), the call
-table (``supervisor.daemon.call_table``: calls in flight, deadlines, admission, answers), the crew
-(``supervisor.daemon.servers.crew``: the servers, their workers, and operator requests;
-``supervisor.daemon.servers.pool``),
-reloads (``supervisor.daemon.reloader``), the registry and the publisher (``supervisor.daemon.publisher``:
-events). The ``Supervisor`` itself binds the sockets, runs the tasks (receiving, the deadline timer,
-the beacon, reaping), dispatches each request to its owner, drains on shutdown, and is the
-``PoolOwner`` every server talks to. It keeps every server's log lines
-(``supervisor.daemon.servers.worker_log``:
-``GetLogs``), and a ``Shutdown`` request sets ``shutdown_requested``, which ``supervisor.daemon.lifecycle``
-waits for beside the signals. The HTTP listener (``supervisor.ops.web.site``) gives it the call table's
-meter (``meter``), hears every event it publishes (``watch_events``), and reads its status rows
-(``status``) and ``received``, the count of front messages. Under systemd, ``supervisor.ops.service``
-hears every event too, and every reload (``watch_reloads``).
+Who owns what: the front door (``supervisor.daemon.front_door``: decoding requests, sending replies,
+clients that do not read), the worker link (``supervisor.daemon.worker_link``: workers' messages to
+their keepers and to the call table), the router (``supervisor.daemon.router``: requests that go to
+workers), the call table (``supervisor.daemon.call_table``: calls in flight, deadlines, admission,
+answers), the crew (``supervisor.daemon.servers.crew``: the servers, their workers, and operator
+requests), reloads (``supervisor.daemon.reloader``), the registry and the publisher
+(``supervisor.daemon.publisher``: events). The ``Supervisor`` itself binds the sockets, runs the
+tasks (receiving, the deadline timer, the beacon, reaping), dispatches each request to its owner,
+drains on shutdown, and is the ``ServerOwner`` (``supervisor.daemon.servers.owner``) every server
+and keeper asks. It keeps every server's log lines (``supervisor.daemon.servers.worker_log``:
+``GetLogs``), and a ``Shutdown`` request sets ``shutdown_requested``, which
+``supervisor.daemon.lifecycle`` waits for beside the signals. The HTTP listener
+(``supervisor.ops.web.site``) gives it the call table's meter (``meter``), hears every event it
+publishes (``watch_events``), and reads its status rows (``status``) and ``received``, the count of
+front messages. Under systemd, ``supervisor.ops.service`` hears every event too, and every reload
+(``watch_reloads``).
 
 A call its worker does not answer in time is answered ``TIMEOUT`` by the deadline timer a margin
 later; when a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR`` when a remote
@@ -48,6 +48,7 @@ from supervisor.daemon.reloader import Reloads, ReloadWatcher
 from supervisor.daemon.router import Router
 from supervisor.daemon.servers.crew import Crew
 from supervisor.daemon.servers.keeper import Keeper
+from supervisor.daemon.servers.owner import ServerOwner
 from supervisor.daemon.servers.pool import Server
 from supervisor.daemon.servers.spawn import Spawner, SpawnMode, WorkerProcess
 from supervisor.daemon.servers.worker_log import LogBook, LogRing
@@ -123,7 +124,8 @@ class Supervisor:
         self.stats = FrontStats()  # what the front door refused or dropped since the start (counts only)
         self._repeats = Repeats(log)  # timeouts, overloads, malformed frames: a few lines a second
         self.logs = LogBook()  # every server's recent stderr lines and its workers' warnings (first)
-        self.crew = Crew(config, self)
+        owner: ServerOwner = self  # what every server and keeper asks of us (mypy checks it here)
+        self.crew = Crew(config, owner)
         self.servers = self.crew.servers  # the same dict, in config order
         self._front = FrontDoor(
             stats=self.stats,

@@ -1,11 +1,14 @@
 """A keeper owns one worker process: spawn, watch, stop, and restart it by policy.
 
-Above: its owner (the ``Supervisor``), which routes calls to a keeper's live
-worker incarnation and relays operator commands; the keeper reaches it only
-through ``KeeperOwner``, the few things it needs of it. Below: one worker process
-(``python -m workers NAME``), whose stdin is its lifeline (a boot line, then
-held open until we want it gone) and whose stderr carries its log lines and
-its server's stderr into our log and the server's ring buffer (``WorkerLog``).
+Above: its server (``supervisor.daemon.servers.pool``), which relays operator
+commands and hears of the keeper's state, tools and worker's end
+(``KeeperServer``); the router, which sends calls to the live worker
+incarnation; and the ``Supervisor``, which the keeper asks directly for what
+only it has (``ServerOwner``: a worker process, the link, the registry's
+count). Below: one worker process (``python -m workers NAME``), whose stdin
+is its lifeline (a boot line, then held open until we want it gone) and whose
+stderr carries its log lines and its server's stderr into our log and the
+server's ring buffer (``WorkerLog``).
 
 States: ``starting -> ready``; when the worker ends, ``restarting ->
 starting`` after the policy's delay, or ``failed`` when the policy gives up
@@ -44,10 +47,11 @@ import trio
 from supervisor.cli.output import printable
 from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.heartbeats import Heartbeats
+from supervisor.daemon.servers.owner import ServerOwner
 from supervisor.daemon.servers.reaping import close_lifeline, reap
 from supervisor.daemon.servers.restarts import RestartTracker
-from supervisor.daemon.servers.spawn import SpawnMode, WorkerProcess
-from supervisor.daemon.servers.worker_log import LogRing, WorkerLog
+from supervisor.daemon.servers.spawn import WorkerProcess
+from supervisor.daemon.servers.worker_log import WorkerLog
 from supervisor.protocol import (
     ErrorCode,
     Ready,
@@ -61,27 +65,20 @@ from supervisor.security.tokens import TokenFile
 from supervisor.shared import tracing
 from supervisor.shared.boot import Ended, Outcome, WorkerBoot
 
-__all__ = ["Keeper", "KeeperOwner"]
+__all__ = ["Keeper", "KeeperServer"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
 
 LOG_DRAIN_TIMEOUT: Final = 1.0  # seconds to read an exited worker's last log lines (its last word)
 
 
-class KeeperOwner(Protocol):
-    """What a keeper needs of the supervisor that owns it."""
+class KeeperServer(Protocol):
+    """What a keeper tells the server it is a worker of (``supervisor.daemon.servers.pool.Server``),
+    which adds to each what its workers share; and that server's owner, for the rest."""
 
     @property
-    def worker_endpoint(self) -> str:
-        """Where workers connect (the supervisor's worker ROUTER)."""
-        ...
-
-    async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
-        """A new worker process for server ``name``."""
-        ...
-
-    def attach(self, identity: bytes, keeper: Keeper) -> None:
-        """Messages from the worker with this routing id go to ``keeper`` from now on."""
+    def owner(self) -> ServerOwner:
+        """The supervisor: what a keeper asks of it directly."""
         ...
 
     def detach(self, keeper: Keeper, reason: str, code: ErrorCode) -> None:
@@ -94,24 +91,6 @@ class KeeperOwner(Protocol):
         """Register the server's tools (all of them); the count registered."""
         ...
 
-    def tool_count(self, server: str) -> int: ...
-
-    def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
-        """Send if that worker is connected (one still starting may not be yet); say if it was."""
-        ...
-
-    async def caught_up(self) -> None:
-        """Return once every message that reached the supervisor before this call has been handled."""
-        ...
-
-    def own_children(self) -> set[int]:
-        """Every live worker's pid, and the zygote's."""
-        ...
-
-    def log_ring(self, server: str) -> LogRing:
-        """Where the lines of ``server``'s stderr and its workers' warnings are kept (``logs``)."""
-        ...
-
 
 class Keeper:
     """Keeps one server's worker running, one incarnation at a time."""
@@ -119,7 +98,7 @@ class Keeper:
     def __init__(
         self,
         spec: ServerSpec,
-        owner: KeeperOwner,
+        server: KeeperServer,
         settings: SupervisorSettings,
         *,
         label: str | None = None,
@@ -135,7 +114,8 @@ class Keeper:
         self.outcome: Outcome | None = None  # how the last incarnation ended
         self.policy = spec.policy
         self.settings = settings
-        self.owner = owner
+        self.server = server
+        self.owner = server.owner
         self.tracker = RestartTracker(spec.policy)
         self._state: WorkerState = "stopped" if spec.disabled else "starting"
         self.identity: bytes | None = None  # routing id of the live incarnation (set before it starts)
@@ -148,7 +128,7 @@ class Keeper:
         self.last_heard: float | None = None  # when the live worker last said anything
         self._heartbeats: Heartbeats | None = None  # the live incarnation's
         self.spawning = False  # a worker process is being forked (its pid is not known yet)
-        self.worker_log = WorkerLog(self.label, owner.log_ring(spec.name))
+        self.worker_log = WorkerLog(self.label, self.owner.log_ring(spec.name))
         self._want_running = not spec.disabled  # False after an operator's stop
         self._restarting = False  # an operator's restart is under way: more of them coalesce
         self._why = "stopped by an operator"  # what the calls of an incarnation we end are told
@@ -170,7 +150,7 @@ class Keeper:
         """Every state change goes through here, and is published."""
         previous, self._state = self._state, state
         if state != previous:
-            self.owner.state_changed(self, previous)
+            self.server.state_changed(self, previous)
 
     @property
     def ending(self) -> bool:
@@ -364,7 +344,7 @@ class Keeper:
         try:
             process = await self.owner.spawn(self.label, self.settings.worker_spawn)
         except BaseException:
-            self.owner.detach(self, f"server {self.label!r}: its worker could not be started", "UNAVAILABLE")
+            self.server.detach(self, f"server {self.label!r}: its worker could not be started", "UNAVAILABLE")
             self.identity = None
             raise
         finally:
@@ -417,7 +397,7 @@ class Keeper:
             code: ErrorCode = (
                 "UNAVAILABLE" if outcome == "needs-login" else "SERVER_ERROR" if lost else "WORKER_CRASHED"
             )
-            self.owner.detach(self, f"server {self.label!r}: {reason}", code)
+            self.server.detach(self, f"server {self.label!r}: {reason}", code)
             self.identity = None
         return outcome
 
@@ -459,7 +439,7 @@ class Keeper:
         self.tracker.ready(now)
         self._restarting = False
         self._ready.set()
-        count = self.owner.tools_changed(self, event.tools)  # tools first: "ready" means they are there
+        count = self.server.tools_changed(self, event.tools)  # tools first: "ready" means they are there
         self.state = "ready"
         log.info(
             "server %r ready: %d tools in %.2f s (%s)",
@@ -468,5 +448,5 @@ class Keeper:
 
     def tools_changed(self, event: ToolsChanged) -> None:
         if self.state == "ready":
-            count = self.owner.tools_changed(self, event.tools)
+            count = self.server.tools_changed(self, event.tools)
             log.info("server %r tools changed: %d tools", self.label, count)

@@ -16,7 +16,8 @@ import trio
 
 from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.keeper import Keeper
-from supervisor.daemon.servers.pool import PoolOwner, Refusal, Server
+from supervisor.daemon.servers.owner import ServerOwner
+from supervisor.daemon.servers.pool import Refusal, Server
 from supervisor.protocol import STATE_PRECEDENCE, ServerStatus, WorkerState
 
 __all__ = ["Replicas"]
@@ -27,7 +28,7 @@ ROLL_MARGIN: Final = 5.0  # seconds past a replica's startTimeout before a rolli
 class Replicas(Server):
     """``replicas`` keepers (one by default) behind one set of tool names."""
 
-    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
+    def __init__(self, spec: ServerSpec, owner: ServerOwner, settings: SupervisorSettings) -> None:
         super().__init__(spec, owner, settings)
         many = spec.replicas > 1
         self.members = [
