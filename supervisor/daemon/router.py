@@ -118,7 +118,7 @@ class Router:
         self._deadline_added = deadline_added
         self._routing: Span | None = None  # while tracing: the span of the call being routed, until sent
         # Tool calls waiting for their server to (re)start, and calls in flight to run once more.
-        self._waiting = WaitingRoom(registry, servers, calls, self._link_send, self._invoke, clock)
+        self._waiting = WaitingRoom(registry, servers, calls, send, self._invoke, clock)
 
     def call(self, caller: bytes, request: CallTool) -> None:
         if not tracing.on:
@@ -216,13 +216,6 @@ class Router:
     def requeue(self, pending: Pending) -> bool:
         """A call in flight whose worker died: run it once more, if it may be (``WaitingRoom``)."""
         return self._waiting.requeue(pending)
-
-    def _link_send(self, worker: bytes, payload: bytes) -> bool:
-        try:
-            self._send(worker, payload)
-        except Unroutable:
-            return False
-        return True
 
     def list(self, caller: bytes, request: ListResources | ListResourceTemplates | ListPrompts) -> None:
         """One server's listing, or every ready server's, gathered into one ``Listing``. A gathered
