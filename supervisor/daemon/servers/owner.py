@@ -1,11 +1,14 @@
-"""What the servers and their keepers ask of the supervisor that owns them: ``ServerOwner``.
+"""Whom the servers and their keepers answer to: ``ServerOwner`` and ``KeeperServer``.
 
-Above: the ``Supervisor`` (``supervisor.daemon.core``), which implements it; mypy checks that it does
-where the supervisor hands itself to its crew. Below: the servers (``supervisor.daemon.servers.pool``:
+``ServerOwner`` is what a server and its keepers ask of the supervisor that owns them. Above: the
+``Supervisor`` (``supervisor.daemon.core``), which implements it; mypy checks that it does where the
+supervisor hands itself to its crew. Below: the servers (``supervisor.daemon.servers.pool``:
 replicas, per-client sessions) and their keepers (``supervisor.daemon.servers.keeper``), which reach
-the supervisor only through it. A keeper asks it directly for what the supervisor alone has (a
-worker process, the worker link, the registry's count); what its own server adds to (its tools, its
-state, its worker's end) goes to the server first (``supervisor.daemon.servers.keeper.KeeperServer``).
+the supervisor only through it.
+
+``KeeperServer`` is what a keeper tells its own server, the ``Server`` it is a worker of, which adds
+to each what its workers share: its state, its tools, its worker's end. A keeper asks the server's
+``owner`` directly for everything else (a worker process, the worker link, the registry's count).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
     from supervisor.daemon.servers.keeper import Keeper
     from supervisor.daemon.servers.pool import Server
 
-__all__ = ["ServerOwner"]
+__all__ = ["KeeperServer", "ServerOwner"]
 
 
 class ServerOwner(Protocol):
@@ -94,4 +97,24 @@ class ServerOwner(Protocol):
 
     def state_changed(self, server: Server, previous: WorkerState) -> None:
         """``server``'s state changed from ``previous``: publish it, and tell who waits on it."""
+        ...
+
+
+class KeeperServer(Protocol):
+    """What a keeper tells the server it is a worker of (``supervisor.daemon.servers.pool.Server``),
+    which adds to each what its workers share; and that server's owner, for the rest."""
+
+    @property
+    def owner(self) -> ServerOwner:
+        """The supervisor: what a keeper asks of it directly."""
+        ...
+
+    def detach(self, keeper: Keeper, reason: str, code: ErrorCode) -> None:
+        """``keeper``'s live incarnation ended: forget it, drop its tools, fail its calls with ``code``."""
+        ...
+
+    def state_changed(self, keeper: Keeper, previous: WorkerState) -> None: ...
+
+    def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
+        """Register the server's tools (all of them); the count registered."""
         ...

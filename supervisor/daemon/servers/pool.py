@@ -37,13 +37,12 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import msgspec
 import trio
 
 from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.keeper import Keeper
 from supervisor.daemon.servers.owner import ServerOwner
-from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerStatus, WorkerTool
+from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerTool
 
 __all__ = ["Refusal", "Server"]
 
@@ -206,20 +205,6 @@ class Server(abc.ABC):
     @abc.abstractmethod
     def status(self) -> ServerStatus:
         """The server's row in ``status``."""
-
-    def _row(self, first: Keeper, workers: list[WorkerStatus], **fields: object) -> ServerStatus:
-        """The row of a server with several workers: ``first``'s tools, transport and token, with
-        the state, restarts and last error of the whole, and a row per worker."""
-        return msgspec.structs.replace(
-            first.status(),
-            state=self.state,
-            worker_pid=None,
-            server_pid=None,
-            restarts=self.restarts,
-            last_error=self.last_error,
-            workers=workers,
-            **fields,
-        )
 
     def _in_flight(self, keeper: Keeper) -> int:
         return 0 if keeper.identity is None else self.owner.in_flight(keeper.identity)

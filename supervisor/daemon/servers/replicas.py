@@ -18,6 +18,7 @@ from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.keeper import Keeper
 from supervisor.daemon.servers.owner import ServerOwner
 from supervisor.daemon.servers.pool import Refusal, Server
+from supervisor.daemon.servers.rows import pooled_row, worker_row
 from supervisor.protocol import STATE_PRECEDENCE, ServerStatus, WorkerState
 
 __all__ = ["Replicas"]
@@ -129,9 +130,9 @@ class Replicas(Server):
     def status(self) -> ServerStatus:
         if len(self.members) == 1:
             return self.members[0].status()
-        workers = [keeper.worker_status(self._in_flight(keeper)) for keeper in self.members]
+        workers = [worker_row(keeper, self._in_flight(keeper)) for keeper in self.members]
         waits = [w.next_restart_in for w in workers if w.next_restart_in is not None]
-        return self._row(self.members[0], workers, next_restart_in=min(waits) if waits else None)
+        return pooled_row(self, self.members[0], workers, next_restart_in=min(waits) if waits else None)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:

@@ -23,6 +23,7 @@ from supervisor.daemon.servers.keeper import Keeper
 from supervisor.daemon.servers.owner import ServerOwner
 from supervisor.daemon.servers.pool import Refusal, Server
 from supervisor.daemon.servers.restarts import RestartTracker
+from supervisor.daemon.servers.rows import pooled_row, worker_row
 from supervisor.protocol import ServerStatus, WorkerState, WorkerTool
 
 __all__ = ["Sessions"]
@@ -231,12 +232,15 @@ class Sessions(Server):
     def status(self) -> ServerStatus:
         now = trio.current_time()
         workers = [
-            session.keeper.worker_status(
-                self._in_flight(session.keeper), client=session.client, idle=now - session.last_used
+            worker_row(
+                session.keeper,
+                self._in_flight(session.keeper),
+                client=session.client,
+                idle=now - session.last_used,
             )
             for session in self.sessions.values()
         ]
-        return self._row(self.lister, workers, scope="client")
+        return pooled_row(self, self.lister, workers, scope="client")
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
