@@ -39,9 +39,10 @@ import trio
 import zmq
 
 from supervisor.config.load import Config, ServerSpec, SupervisorSettings
-from supervisor.daemon.call_table import CallMeter, CallTable
+from supervisor.daemon.call_table import CallTable
 from supervisor.daemon.first_starts import FirstStarts
 from supervisor.daemon.front_door import FrontDoor
+from supervisor.daemon.pending import CallMeter
 from supervisor.daemon.publisher import Publisher
 from supervisor.daemon.registry import Registry
 from supervisor.daemon.reloader import Reloads, ReloadWatcher

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from supervisor.daemon.call_table import CallTable, Gather, Pending, peer
+from supervisor.daemon.call_table import CallTable, peer
+from supervisor.daemon.pending import Gather, Pending
 from supervisor.daemon.registry import Registry
 from supervisor.daemon.servers.keeper import Keeper
 from supervisor.daemon.servers.pool import Refusal, Server

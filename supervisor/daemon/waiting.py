@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from supervisor.daemon.call_table import CallTable, Pending
+from supervisor.daemon.call_table import CallTable
+from supervisor.daemon.pending import Pending
 from supervisor.daemon.registry import Registry
 from supervisor.daemon.servers.pool import Refusal, Server
 from supervisor.protocol import CallTool
