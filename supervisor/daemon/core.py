@@ -10,7 +10,8 @@ Who owns what: the front door (``supervisor.daemon.front_door``: decoding reques
 clients that do not read), the dispatch table (``supervisor.daemon.dispatch``: each request to its
 owner), the receiving task (``supervisor.daemon.receiving``), the worker link
 (``supervisor.daemon.worker_link``: workers' messages to their keepers and to the call table), the
-router (``supervisor.daemon.router``: requests that go to workers), the call table
+router (``supervisor.daemon.router``: tool calls) and the fetches (``supervisor.daemon.fetches``:
+resources, prompts, completions), the call table
 (``supervisor.daemon.call_table``: calls in flight, admission, answers) and its deadline timer
 (``supervisor.daemon.deadlines``), the crew (``supervisor.daemon.servers.crew``: the servers, their
 workers, and operator requests), reloads (``supervisor.daemon.reloader``), the registry and the
@@ -44,6 +45,7 @@ from supervisor.config.load import Config, ServerSpec, SupervisorSettings
 from supervisor.daemon.call_table import CallTable
 from supervisor.daemon.deadlines import DeadlineTimer
 from supervisor.daemon.dispatch import Dispatch
+from supervisor.daemon.fetches import Fetches
 from supervisor.daemon.first_starts import FirstStarts
 from supervisor.daemon.front_door import FrontDoor
 from supervisor.daemon.pending import CallMeter
@@ -166,8 +168,12 @@ class Supervisor:
         self._tasks: trio.Nursery | None = None  # where servers and reloads run
         self.shutdown_requested = trio.Event()  # a front ``Shutdown`` asked us to stop
         self._first_starts = FirstStarts(self.registry, self.servers, self._front.reply)
+        fetches = Fetches(
+            servers=self.servers, calls=self.calls, reply=self._front.reply, routes=self._router
+        )
         self._requests = Dispatch(
             router=self._router,
+            fetches=fetches,
             first_starts=self._first_starts,
             crew=self.crew,
             interests=self.interests,

@@ -1,11 +1,12 @@
 """The supervisor's dispatch table: each front request handed to the part that owns it.
 
 Above: the front door (``supervisor.daemon.front_door``), which hands over every request it decoded.
-Below: the owners: the router (tool calls, resources, prompts, completions, a caller's answers and
-cancels), the first starts (``ListTools``), the crew (``restart``, ``stop``, ``start``), the interests
-(log levels and subscriptions), the log book (``GetLogs``), and the supervisor itself (``status``,
-``reload``, ``shutdown``). A request its owner answers at once is answered here; the others are
-answered by their owners later. ``Answer`` and ``Cancel`` get no reply of their own.
+Below: the owners: the router (tool calls, a caller's answers and cancels), the fetches (resources,
+prompts, completions), the first starts (``ListTools``), the crew (``restart``, ``stop``,
+``start``), the interests (log levels and subscriptions), the log book (``GetLogs``), and the
+supervisor itself (``status``, ``reload``, ``shutdown``). A request its owner answers at once is
+answered here; the others are answered by their owners later. ``Answer`` and ``Cancel`` get no reply
+of their own.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import assert_never
 
 import trio
 
+from supervisor.daemon.fetches import Fetches
 from supervisor.daemon.first_starts import FirstStarts
 from supervisor.daemon.router import Router
 from supervisor.daemon.servers.crew import Crew
@@ -59,6 +61,7 @@ class Dispatch:
         self,
         *,
         router: Router,
+        fetches: Fetches,
         first_starts: FirstStarts,
         crew: Crew,
         interests: Interests,
@@ -74,6 +77,7 @@ class Dispatch:
         """``status``, ``reload`` and ``shutdown``: the supervisor's own answers; ``settled`` hears
         that a call was answered (cancelled); ``tasks``: where a ``ListTools`` that waits runs."""
         self._router = router
+        self._fetches = fetches
         self._first_starts = first_starts
         self._crew = crew
         self._interests = interests
@@ -99,13 +103,13 @@ class Dispatch:
             case Ping(id=id):
                 self._reply(caller, Done(id=id))
             case ListResources() | ListResourceTemplates() | ListPrompts():
-                self._router.list(caller, request)
+                self._fetches.list(caller, request)
             case ReadResource():
-                self._router.read(caller, request)
+                self._fetches.read(caller, request)
             case GetPrompt():
-                self._router.get_prompt(caller, request)
+                self._fetches.get_prompt(caller, request)
             case Complete():
-                self._router.complete(caller, request)
+                self._fetches.complete(caller, request)
             case SetLogLevel():
                 self._reply(caller, self._interests.set_level(caller, request))
             case Subscribe():
