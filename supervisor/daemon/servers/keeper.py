@@ -48,12 +48,7 @@ from supervisor.daemon.servers.restarts import RestartTracker
 from supervisor.daemon.servers.rows import server_row
 from supervisor.daemon.servers.spawn import WorkerProcess
 from supervisor.daemon.servers.worker_log import WorkerLog
-from supervisor.protocol import (
-    Ready,
-    ServerStatus,
-    ToolsChanged,
-    WorkerState,
-)
+from supervisor.protocol import Ready, ServerStatus, ToolsChanged, WorkerState
 from supervisor.shared import tracing
 from supervisor.shared.boot import Ended, Outcome, WorkerBoot
 
