@@ -40,9 +40,9 @@ from supervisor.protocol import (
     ResourceResult,
     ResourceTemplateInfo,
 )
+from supervisor.shared.content import EMPTY_TEXT, base64_size, render_text
 from supervisor.shared.names import prefixed_names
 from workers.listing import ListingFailed, Pager, Warnings, every_entry, models_of
-from workers.results import EMPTY_TEXT, render_text
 from workers.values import InvalidArguments, decode_arguments
 
 __all__ = ["Catalog", "CatalogError", "render_contents"]
@@ -266,8 +266,7 @@ def render_contents(contents: list[dict[str, Any]]) -> str:
         if "text" in item:
             parts.append(str(item["text"]))
         else:
-            data = str(item.get("blob", ""))
-            size = len(data) * 3 // 4 - data[-2:].count("=")
+            size = base64_size(str(item.get("blob", "")))
             mime = f" {item['mimeType']}" if item.get("mimeType") else ""
             parts.append(f"[blob {item.get('uri', '')}{mime}, {size} bytes]")
     return "\n".join(parts) if parts else EMPTY_TEXT

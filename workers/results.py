@@ -4,7 +4,8 @@ straight from the JSON the server sent (``decode_tool_result``, the hot path).
 Every content item is kept in its JSON shape; ``text`` is what an agent that
 only reads text should see: the text items joined, a short placeholder for
 each non-text item, the structured content as JSON when nothing else was
-returned, and "No output returned." when the result is empty.
+returned, and "No output returned." when the result is empty
+(``supervisor.shared.content``, which the client-side adapters render with too).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import msgspec
 from mcp_types import CallToolResult
 
 from supervisor.protocol import ToolResult, total_decoder
+from supervisor.shared.content import EMPTY_TEXT, render_text
 
 __all__ = ["EMPTY_TEXT", "InvalidResult", "decode_tool_result", "render_text", "to_tool_result"]
 
-EMPTY_TEXT = "No output returned."
 # The string fields each kind of content item must have (an embedded resource: an object).
 _ITEM_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "text": ("text",),
@@ -96,29 +97,3 @@ def to_tool_result(result: CallToolResult) -> ToolResult:
         is_error=bool(result.is_error),
         text=render_text(content, result.structured_content),
     )
-
-
-def render_text(content: list[dict[str, Any]], structured: Any = None) -> str:
-    parts = [_render_item(item) for item in content]
-    if not parts and structured is not None:
-        return msgspec.json.encode(structured).decode()
-    return "\n".join(parts) if parts else EMPTY_TEXT
-
-
-def _render_item(item: dict[str, Any]) -> str:
-    kind = item.get("type")
-    if kind == "text":
-        return str(item.get("text", ""))
-    if kind in ("image", "audio"):
-        data = str(item.get("data", ""))
-        size = len(data) * 3 // 4 - data[-2:].count("=")
-        return f"[{kind} {item.get('mimeType', '')}, {size} bytes]"
-    if kind == "resource_link":
-        return f"[resource link {item.get('uri', '')}]"
-    if kind == "resource":
-        resource = item.get("resource", {})
-        if "text" in resource:
-            return str(resource["text"])
-        mime = f" {resource['mimeType']}" if resource.get("mimeType") else ""
-        return f"[resource {resource.get('uri', '')}{mime}]"
-    return f"[{kind} content]"

@@ -16,7 +16,7 @@ no registry makes) raises ``ValueError`` naming it.
 Results: Anthropic's ``tool_result`` carries text and images (JPEG, PNG, GIF, WebP, as base64
 blocks); OpenAI's ``tool`` message (Chat Completions) carries text only. What a format cannot carry
 (audio, other images, blobs, resource links) becomes one line of text naming it, as the worker's
-``ToolResult.text`` renders it.
+``ToolResult.text`` renders it (one rendering for both: ``supervisor.shared.content``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from supervisor.client.errors import SupervisorError, ToolExecutionError
 from supervisor.protocol import ToolInfo, ToolResult
+from supervisor.shared.content import EMPTY_TEXT, item_text
 
 __all__ = [
     "ANTHROPIC_IMAGE_TYPES",
@@ -41,7 +42,7 @@ __all__ = [
 
 TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # OpenAI's and Anthropic's rule, matched whole
 ANTHROPIC_IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
-NO_OUTPUT: Final = "No output returned."  # a result with nothing to show (as the worker renders it)
+NO_OUTPUT: Final = EMPTY_TEXT  # a result with nothing to show (as the worker renders it)
 ERROR_PREFIX: Final = "Error: "  # OpenAI's tool message has no error flag: its text says so
 
 Outcome = ToolResult | SupervisorError  # what a call gave: its result, or the error it raised
@@ -122,7 +123,7 @@ def result_text(result: ToolResult) -> str:
     """A result as text: each content item on its own line, what is not text named in brackets
     (``[image image/png, 67 bytes]``); a result whose items show nothing shows its ``text``, else
     ``NO_OUTPUT``."""
-    lines = [_item_text(item) for item in result.content]
+    lines = [item_text(item) for item in result.content]
     return "\n".join(lines) if any(line.strip() for line in lines) else _fallback(result)
 
 
@@ -160,7 +161,7 @@ def _anthropic_block(item: dict[str, Any]) -> dict[str, Any] | None:
     image = _image_of(item)
     if image is not None:
         return _image_block(*image)
-    text = _item_text(item)
+    text = item_text(item)
     return _text_block(text) if text.strip() else None
 
 
@@ -177,24 +178,3 @@ def _image_of(item: dict[str, Any]) -> tuple[str, str] | None:
     if isinstance(mime, str) and mime in ANTHROPIC_IMAGE_TYPES and isinstance(data, str) and data:
         return mime, data
     return None
-
-
-def _item_text(item: dict[str, Any]) -> str:
-    """One MCP content item as text, as the worker renders ``ToolResult.text``."""
-    kind = item.get("type")
-    if kind == "text":
-        return str(item.get("text", ""))
-    if kind in ("image", "audio"):
-        data = str(item.get("data", ""))
-        size = len(data) * 3 // 4 - data[-2:].count("=")
-        return f"[{kind} {item.get('mimeType', '')}, {size} bytes]"
-    if kind == "resource_link":
-        return f"[resource link {item.get('uri', '')}]"
-    if kind == "resource":
-        resource = item.get("resource")
-        resource = resource if isinstance(resource, dict) else {}
-        if "text" in resource:
-            return str(resource["text"])
-        mime = f" {resource['mimeType']}" if resource.get("mimeType") else ""
-        return f"[resource {resource.get('uri', '')}{mime}]"
-    return f"[{kind} content]"

@@ -6,10 +6,11 @@ and the keepers, whose worker's end fails every call it had. Below: nothing but 
 function it is given, through which it sends every terminal reply (``CallResult``, ``ErrorReply``,
 ``Listing``, and ``OVERLOADED`` refusals).
 
-What it keeps: call ids (supervisor-wide, never reused), the pending entries (who asked, which
-worker incarnation has it), the deadline heap, gathers (a listing sent to several workers, answered
-once), and per-client accounting: every admitted request holds a place toward ``maxCallsPerClient``
-and ``maxCallsInFlight`` until its terminal reply (a gathered listing is one request).
+What it keeps: call ids (supervisor-wide, never reused), the pending entries
+(``supervisor.daemon.pending``: who asked, which worker incarnation has it), the deadline heap,
+gathers (a listing sent to several workers, answered once), and per-client accounting: every
+admitted request holds a place toward ``maxCallsPerClient`` and ``maxCallsInFlight`` until its
+terminal reply (a gathered listing is one request).
 
 While a meter is attached (``supervisor.ops.metrics.meter``, when the HTTP listener is on), every tool
 call it settles is told to it with the time it was sent (``remember``'s ``now``): its answer
@@ -35,11 +36,12 @@ import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from supervisor.config.load import SupervisorSettings
+from supervisor.daemon.pending import CallMeter, Gather, Pending
 from supervisor.protocol import (
     Answer,
     Answered,
@@ -59,52 +61,13 @@ from supervisor.shared import tracing
 from supervisor.shared.repeats import Repeats
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
+    pass
 
-__all__ = ["DEADLINE_MARGIN", "CallMeter", "CallTable", "Gather", "Pending", "peer"]
+__all__ = ["DEADLINE_MARGIN", "CallTable", "peer"]
 
 DEADLINE_MARGIN: Final = 0.5  # seconds past a call's budget before the supervisor answers TIMEOUT itself
 
 Reply = Callable[[bytes, FrontReply], None]
-
-
-@dataclass(slots=True)
-class Gather:
-    """A listing sent to several workers: one reply once every one has answered (or failed)."""
-
-    caller: bytes
-    id: int
-    named: bool  # the caller named one server: its failure is the reply
-    waiting: int
-    identity: str = ""  # the client identity it was admitted for (``CallTable.admit``)
-    parts: dict[str, msgspec.Raw] = field(default_factory=dict)  # server -> its encoded entries
-    failures: list[ServerFailure] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Pending:
-    caller: bytes  # the front routing id
-    id: int  # the caller's request id
-    worker: bytes  # the routing id of the worker incarnation that has it
-    server: str
-    tool: str
-    what: str = ""  # for resources and prompts requests: what was asked
-    gather: Gather | None = None  # for listings: where the answer goes
-    progress: bool = False  # the caller asked for CallProgress replies
-    call: int = 0  # its call id (set by ``CallTable.remember``)
-    span: Span | None = None  # a tool call's span, while tracing (``supervisor.shared.tracing``)
-    started: float | None = None  # a tool call's time sent, while metered (set by ``CallTable.remember``)
-    retry: object = None  # what runs it once more if its worker dies (the router's; ``retryIdempotent``)
-    identity: str = ""  # the client identity it was admitted for (``CallTable.admit``)
-
-
-class CallMeter(Protocol):
-    """What measures tool calls (``supervisor.ops.metrics.meter.CallMeter``): each one's end, and when it
-    was sent (the table's clock)."""
-
-    def answered(self, server: str, started: float, result: msgspec.Raw) -> None: ...
-
-    def failed(self, server: str, started: float, code: ErrorCode) -> None: ...
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""The supervisor process: the parts that own each concern, put together, and the task that receives.
+"""The supervisor process: the parts that own each concern, put together and run.
 
 Above: agents and the CLI on the front ROUTER (``FrontRequest`` in, exactly one ``FrontReply`` out
 per request; none for a ``Cancel``, whose cancelled request is answered ``CANCELLED``). Below: the
@@ -6,22 +6,25 @@ worker ROUTER, on which every worker incarnation connects with its own routing i
 PUB socket. One task receives on both ROUTERs; replies are sent from whichever task has them (sends
 never block).
 
-Who owns what: the front door (``supervisor.daemon.front_door``: decoding requests, sending replies, clients
-that do not read), the worker link (``supervisor.daemon.worker_link``: workers' messages to their keepers
-and to the call table), the router (``supervisor.daemon.router``: requests that go to workers), the call
-table (``supervisor.daemon.call_table``: calls in flight, deadlines, admission, answers), the crew
-(``supervisor.daemon.servers.crew``: the servers, their workers, and operator requests;
-``supervisor.daemon.servers.pool``),
-reloads (``supervisor.daemon.reloader``), the registry and the publisher (``supervisor.daemon.publisher``:
-events). The ``Supervisor`` itself binds the sockets, runs the tasks (receiving, the deadline timer,
-the beacon, reaping), dispatches each request to its owner, drains on shutdown, and is the
-``PoolOwner`` every server talks to. It keeps every server's log lines
-(``supervisor.daemon.servers.worker_log``:
-``GetLogs``), and a ``Shutdown`` request sets ``shutdown_requested``, which ``supervisor.daemon.lifecycle``
-waits for beside the signals. The HTTP listener (``supervisor.ops.web.site``) gives it the call table's
-meter (``meter``), hears every event it publishes (``watch_events``), and reads its status rows
-(``status``) and ``received``, the count of front messages. Under systemd, ``supervisor.ops.service``
-hears every event too, and every reload (``watch_reloads``).
+Who owns what: the front door (``supervisor.daemon.front_door``: decoding requests, sending replies,
+clients that do not read), the dispatch table (``supervisor.daemon.dispatch``: each request to its
+owner), the receiving task (``supervisor.daemon.receiving``), the worker link
+(``supervisor.daemon.worker_link``: workers' messages to their keepers and to the call table), the
+router (``supervisor.daemon.router``: tool calls) and the fetches (``supervisor.daemon.fetches``:
+resources, prompts, completions), the call table
+(``supervisor.daemon.call_table``: calls in flight, admission, answers) and its deadline timer
+(``supervisor.daemon.deadlines``), the crew (``supervisor.daemon.servers.crew``: the servers, their
+workers, and operator requests), reloads (``supervisor.daemon.reloader``), the registry and the
+publisher (``supervisor.daemon.publisher``: events). The ``Supervisor`` itself binds the sockets,
+runs the tasks (receiving, the deadline timer, the beacon, reaping), answers ``status`` and
+``shutdown``, drains on shutdown, and is the ``ServerOwner`` (``supervisor.daemon.servers.owner``)
+every server and keeper asks. It keeps every server's log lines
+(``supervisor.daemon.servers.worker_log``: ``GetLogs``), and a ``Shutdown`` request sets
+``shutdown_requested``, which ``supervisor.daemon.lifecycle`` waits for beside the signals. The HTTP
+listener (``supervisor.ops.web.site``) gives it the call table's meter (``meter``), hears every
+event it publishes (``watch_events``), and reads its status rows (``status``) and ``received``, the
+count of front messages. Under systemd, ``supervisor.ops.service`` hears every event too, and every
+reload (``watch_reloads``).
 
 A call its worker does not answer in time is answered ``TIMEOUT`` by the deadline timer a margin
 later; when a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR`` when a remote
@@ -32,58 +35,42 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Final, assert_never
+from typing import Final
 
 import msgspec
 import trio
 import zmq
 
 from supervisor.config.load import Config, ServerSpec, SupervisorSettings
-from supervisor.daemon.call_table import CallMeter, CallTable
+from supervisor.daemon.call_table import CallTable
+from supervisor.daemon.deadlines import DeadlineTimer
+from supervisor.daemon.dispatch import Dispatch
+from supervisor.daemon.fetches import Fetches
 from supervisor.daemon.first_starts import FirstStarts
 from supervisor.daemon.front_door import FrontDoor
+from supervisor.daemon.pending import CallMeter
 from supervisor.daemon.publisher import Publisher
+from supervisor.daemon.receiving import Receiver
 from supervisor.daemon.registry import Registry
 from supervisor.daemon.reloader import Reloads, ReloadWatcher
 from supervisor.daemon.router import Router
 from supervisor.daemon.servers.crew import Crew
 from supervisor.daemon.servers.keeper import Keeper
+from supervisor.daemon.servers.owner import ServerOwner
 from supervisor.daemon.servers.pool import Server
 from supervisor.daemon.servers.spawn import Spawner, SpawnMode, WorkerProcess
 from supervisor.daemon.servers.worker_log import LogBook, LogRing
-from supervisor.daemon.waiting import WaitingRoom
 from supervisor.daemon.wishes import Interests
 from supervisor.daemon.worker_link import WorkerLink
 from supervisor.protocol import (
-    Answer,
-    CallTool,
-    Cancel,
-    Complete,
     Done,
     ErrorCode,
     Event,
-    FrontReply,
     FrontRequest,
     FrontStats,
-    GetLogs,
-    GetPrompt,
-    GetStatus,
-    ListPrompts,
-    ListResources,
-    ListResourceTemplates,
-    ListTools,
-    Ping,
-    ReadResource,
     Ready,
-    Reload,
-    Restart,
-    SetLogLevel,
     Shutdown,
-    Start,
     StatusReply,
-    Stop,
-    Subscribe,
-    Unsubscribe,
     WorkerState,
     WorkerTool,
 )
@@ -92,7 +79,7 @@ from supervisor.security.keys import ServerKeys
 from supervisor.shared.paths import default_events_endpoint, ipc_path
 from supervisor.shared.processes import become_subreaper, reap_on_sigchld
 from supervisor.shared.repeats import Repeats
-from supervisor.shared.sockets import Poller, TrioSocket, bind_publisher, bind_router
+from supervisor.shared.sockets import bind_publisher, bind_router
 
 __all__ = ["Supervisor"]
 
@@ -123,7 +110,8 @@ class Supervisor:
         self.stats = FrontStats()  # what the front door refused or dropped since the start (counts only)
         self._repeats = Repeats(log)  # timeouts, overloads, malformed frames: a few lines a second
         self.logs = LogBook()  # every server's recent stderr lines and its workers' warnings (first)
-        self.crew = Crew(config, self)
+        owner: ServerOwner = self  # what every server and keeper asks of us (mypy checks it here)
+        self.crew = Crew(config, owner)
         self.servers = self.crew.servers  # the same dict, in config order
         self._front = FrontDoor(
             stats=self.stats,
@@ -142,7 +130,6 @@ class Supervisor:
             self._worker_idle,
             meter,
         )
-        self.received = 0  # front messages received since the start (for the metrics)
         self._events = Publisher(self.registry, self._repeats)
         self.interests = Interests(self.servers, self.send_to_worker, self._events.publish)
         self._link = WorkerLink(
@@ -153,6 +140,7 @@ class Supervisor:
             ready=self._worker_ready,
             interests=self.interests,
         )
+        self._deadlines = DeadlineTimer(self.calls, self.servers, self._repeats, self._check_idle)
         self._reloads = Reloads(
             config,
             crew=self.crew,
@@ -169,12 +157,10 @@ class Supervisor:
             reply=self._front.reply,
             draining=self._is_draining,
             clock=trio.current_time,
-            deadline_added=self._deadline_added,
+            deadline_added=self._deadlines.added,
         )
         self.calls.requeue = self._router.requeue
-        self._poller: Poller | None = None
-        self._served: trio.Event | None = None  # set after the receiving task's next pass, if anyone waits
-        self._timer: trio.CancelScope | None = None
+        self._receiver = Receiver(link=self._link.receive, front=self._front.receive)
         self._draining = False
         self._idle = trio.Event()  # set when draining and no call is in flight
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
@@ -182,12 +168,35 @@ class Supervisor:
         self._tasks: trio.Nursery | None = None  # where servers and reloads run
         self.shutdown_requested = trio.Event()  # a front ``Shutdown`` asked us to stop
         self._first_starts = FirstStarts(self.registry, self.servers, self._front.reply)
+        fetches = Fetches(
+            servers=self.servers, calls=self.calls, reply=self._front.reply, routes=self._router
+        )
+        self._requests = Dispatch(
+            router=self._router,
+            fetches=fetches,
+            first_starts=self._first_starts,
+            crew=self.crew,
+            interests=self.interests,
+            logs=self.logs,
+            servers=self.servers,
+            reply=self._front.reply,
+            status=self.status,
+            reload=self.reload_nowait,
+            shutdown=self._shutdown,
+            settled=self._check_idle,
+            tasks=lambda: self._tasks,
+        )
         self.shutdown_grace: float | None = None  # its grace (None: the config's shutdownGrace)
 
     @property
     def config(self) -> Config:
         """The config in force (as the last reload left it)."""
         return self._reloads.config
+
+    @property
+    def received(self) -> int:
+        """Front messages received since the start (for the metrics)."""
+        return self._receiver.received
 
     def _settings(self) -> SupervisorSettings:
         return self._reloads.config.settings
@@ -230,8 +239,8 @@ class Supervisor:
             async with trio.open_nursery() as nursery:
                 self._tasks = nursery
                 await self.crew.start(nursery)
-                nursery.start_soon(self._serve, front, link)
-                nursery.start_soon(self._expire_deadlines)
+                nursery.start_soon(self._receiver.serve, front, link)
+                nursery.start_soon(self._deadlines.run)
                 nursery.start_soon(self._events.beacon)
                 nursery.start_soon(reap_on_sigchld, self._worker_pids)
                 log.info("listening on %s with %d servers", self.endpoint, len(self.servers))
@@ -356,74 +365,13 @@ class Supervisor:
         return self._link.send_if_connected(identity, payload)
 
     async def caught_up(self) -> None:
-        """Return once every message that reached the sockets before this call has been handled.
+        """Return once every message that reached the sockets before this call has been handled."""
+        await self._receiver.caught_up()
 
-        A supervisor starved of CPU (many servers starting on few cores) may wake to find a timer
-        expired and the worker's answers still queued: a keeper asks this before judging a worker
-        silent. Two full passes of the receiving task: the first may finish a batch taken earlier."""
-        for _ in range(2):
-            if self._served is None:
-                self._served = trio.Event()
-            served = self._served
-            if self._poller is not None:
-                self._poller.wake()
-            await served.wait()
-
-    # ------------------------------------------------------------ receiving
-
-    async def _serve(self, front: TrioSocket, link: TrioSocket) -> None:
-        """The one task that receives: each wake-up drains the worker link, then the front."""
-        self._poller = poller = Poller([front, link])
-        while True:
-            front_batch, link_batch = await poller.receive()
-            if link_batch:
-                self._link.receive(link_batch)
-            if front_batch:
-                self.received += len(front_batch)
-                self._front.receive(front_batch)
-            if self._served is not None:
-                self._served.set()
-                self._served = None
+    # ------------------------------------------------------------ requests
 
     def _dispatch(self, caller: bytes, request: FrontRequest) -> None:
-        match request:
-            case CallTool():
-                self._router.call(caller, request)
-            case ListTools():
-                self._first_starts.list_tools(caller, request, self._tasks)
-            case GetStatus(id=id):
-                self._reply(caller, self.status(id))
-            case Restart() | Stop() | Start():
-                self._reply(caller, self.crew.operate(request))
-            case Ping(id=id):
-                self._reply(caller, Done(id=id))
-            case ListResources() | ListResourceTemplates() | ListPrompts():
-                self._router.list(caller, request)
-            case ReadResource():
-                self._router.read(caller, request)
-            case GetPrompt():
-                self._router.get_prompt(caller, request)
-            case Complete():
-                self._router.complete(caller, request)
-            case SetLogLevel():
-                self._reply(caller, self.interests.set_level(caller, request))
-            case Subscribe():
-                self._reply(caller, self.interests.subscribe(caller, request))
-            case Unsubscribe():
-                self._reply(caller, self.interests.unsubscribe(caller, request))
-            case Reload(id=id):
-                self.reload_nowait(caller, id)
-            case Answer():  # no reply of its own: its worker gets it, if the call is still in flight
-                self._router.answer(caller, request)
-            case Cancel():  # no reply of its own: the cancelled request is answered CANCELLED
-                self._router.cancel(caller, request)
-                self._check_idle()
-            case GetLogs():
-                self._reply(caller, self.logs.answer(request, self.servers))
-            case Shutdown():
-                self._reply(caller, self._shutdown(request))
-            case _:
-                assert_never(request)
+        self._requests.handle(caller, request)  # made after the front door, which needs this
 
     def _shutdown(self, request: Shutdown) -> Done:
         """Answered before the drain starts: ``supervisor.daemon.lifecycle`` then stops as for SIGTERM."""
@@ -438,38 +386,7 @@ class Supervisor:
         front = msgspec.structs.replace(self.stats, clients=self.calls.clients, in_flight=self.calls.held)
         return StatusReply(id=id, servers=rows, events=self.events_endpoint, front=front)
 
-    # ------------------------------------------------------------ deadlines
-
-    def _deadline_added(self, deadline: float) -> None:
-        if self._timer is not None and deadline < self._timer.deadline:
-            self._timer.deadline = deadline
-
-    async def _expire_deadlines(self) -> None:
-        while True:
-            with trio.CancelScope(deadline=self.calls.next_deadline()) as timer:
-                self._timer = timer
-                await trio.sleep_forever()
-            self._timer = None
-            for pending in self.calls.expire(trio.current_time()):
-                self._check_idle()
-                what = pending.what or f"tool {pending.tool!r}"
-                self._repeats.log(
-                    f"calls to server {pending.server!r} its worker did not answer by the deadline",
-                    logging.ERROR,
-                    "server %r %s: worker gave no answer by the deadline",
-                    pending.server,
-                    what,
-                )
-                message = f"server {pending.server!r} did not answer {what} in time"
-                server = self.servers.get(pending.server)
-                if WaitingRoom.holds(pending.worker) and server is not None:  # it never reached a worker
-                    message = f"{server.why_unavailable()}: not ready within the deadline of {what}"
-                self.calls.fail(pending, "TIMEOUT", message)
-
     # --------------------------------------------------------------- replies
-
-    def _reply(self, caller: bytes, reply: FrontReply) -> None:
-        self._front.reply(caller, reply)
 
     def _not_reading(self, caller: bytes) -> int:
         """A client does not read its replies: forget its requests in flight; how many there were."""

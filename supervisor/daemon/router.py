@@ -1,18 +1,18 @@
-"""The router: front requests that go to a worker (tool calls, resources, prompts), sent on their way.
+"""The router: tool calls sent on their way to a worker, and the checks and sending every request
+that goes to a worker shares.
 
-Above: the supervisor's dispatch, which hands it each ``CallTool``, listing, ``ReadResource`` and
-``GetPrompt``. Beside it: the registry (prefixed name -> server and tool), the servers
-(``supervisor.daemon.servers.pool``: is the server ready, which of its workers takes the request) and the call
-table (admission, pending calls, answers). Below: the worker link, through ``send``.
+Above: the dispatch table (``supervisor.daemon.dispatch``), which hands it each ``CallTool``, and a
+caller's ``Answer`` and ``Cancel``; the fetches (``supervisor.daemon.fetches``: resources, prompts,
+completions), which use its checks and sending (``Routes``). Beside it: the registry (prefixed name
+-> server and tool), the servers (``supervisor.daemon.servers.pool``: is the server ready, which of
+its workers takes the request), the waiting room (``supervisor.daemon.waiting``) and the call table
+(admission, pending calls, answers). Below: the worker link, through ``send``.
 
 A call's life: look the prefixed name up in the registry (unknown -> ``UNKNOWN_TOOL``, server not
 ready -> ``UNAVAILABLE`` at once), admit it (``OVERLOADED`` past a bound), ask the server which
 worker takes it (the least busy replica, or the caller's own session: ``client``, else its
 connection), give it a call id, send ``Invoke`` to that worker with the budget (or have the server
-hold it while the caller's session starts), and remember it in the call table. Resources
-and prompts travel the same way as ``Fetch``: a read names its server, a prompt's prefixed name is
-routed by the server prefix it carries, and a listing without a server is sent to every ready
-worker and gathered into one ``Listing`` (a server that fails is named in it, not fatal to it).
+hold it while the caller's session starts), and remember it in the call table.
 
 While tracing (``supervisor.shared.tracing.on``), each tool call gets a span ``route NAME`` from its arrival
 here: ended here when the call is answered at once (refused), else carried by its pending entry to
@@ -29,11 +29,10 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-import msgspec
-
-from supervisor.daemon.call_table import CallTable, Gather, Pending, peer
+from supervisor.daemon.call_table import CallTable, peer
+from supervisor.daemon.pending import Pending
 from supervisor.daemon.registry import Registry
 from supervisor.daemon.servers.keeper import Keeper
 from supervisor.daemon.servers.pool import Refusal, Server
@@ -44,19 +43,10 @@ from supervisor.protocol import (
     Answer,
     CallTool,
     Cancel,
-    Complete,
     ErrorCode,
     ErrorReply,
-    Fetch,
-    FetchMethod,
     FrontReply,
-    GetPrompt,
     Invoke,
-    Listing,
-    ListPrompts,
-    ListResources,
-    ListResourceTemplates,
-    ReadResource,
     encode,
 )
 from supervisor.shared import tracing
@@ -69,26 +59,6 @@ if TYPE_CHECKING:
 __all__ = ["Router"]
 
 log = logging.getLogger("mcp_supervisor")
-
-_LIST_METHODS: Final[dict[type, FetchMethod]] = {
-    ListResources: "resources/list",
-    ListResourceTemplates: "resources/templates/list",
-    ListPrompts: "prompts/list",
-}
-
-
-class _Named(msgspec.Struct):
-    type: str = ""
-    name: str = ""
-
-
-def _prompt_named(ref: msgspec.Raw) -> str | None:
-    """The name of a ``ref/prompt`` (None for anything else, or a ref that does not decode)."""
-    try:
-        named = msgspec.msgpack.decode(ref, type=_Named)
-    except msgspec.DecodeError:
-        return None
-    return named.name if named.type == "ref/prompt" and named.name else None
 
 
 class Router:
@@ -118,7 +88,7 @@ class Router:
         self._deadline_added = deadline_added
         self._routing: Span | None = None  # while tracing: the span of the call being routed, until sent
         # Tool calls waiting for their server to (re)start, and calls in flight to run once more.
-        self._waiting = WaitingRoom(registry, servers, calls, self._link_send, self._invoke, clock)
+        self._waiting = WaitingRoom(registry, servers, calls, send, self._invoke, clock)
 
     def call(self, caller: bytes, request: CallTool) -> None:
         if not tracing.on:
@@ -133,22 +103,22 @@ class Router:
 
     def _call(self, caller: bytes, request: CallTool) -> None:
         if self._draining():
-            self._error(caller, request.id, "UNAVAILABLE", "the supervisor is shutting down")
+            self.error(caller, request.id, "UNAVAILABLE", "the supervisor is shutting down")
             return
         route = self._registry.lookup(request.name)
         server = self._owner_if_not_ready(request.name) if route is None else self._servers[route.server]
         if server is None:
-            self._error(caller, request.id, "UNKNOWN_TOOL", f"no tool named {request.name!r}")
+            self.error(caller, request.id, "UNKNOWN_TOOL", f"no tool named {request.name!r}")
             return
-        client = self._client(caller, request.id, request.client)
-        if client is None or not self._accepting(caller, request.id, request.timeout):
+        client = self.client_of(caller, request.id, request.client)
+        if client is None or not self.accepting(caller, request.id, request.timeout):
             return
         budget = server.spec.tool_timeout if request.timeout is None else request.timeout
         if route is None or server.state != "ready":
             if server.state in COMING_BACK:
                 self._wait(caller, request, server, client, budget)
             else:
-                self._error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
+                self.error(caller, request.id, "UNAVAILABLE", server.why_unavailable())
             return
         admitted = self._admit(caller, request, server, client, budget)
         if admitted is None:
@@ -158,7 +128,7 @@ class Router:
         if route.repeatable and server.spec.retry_idempotent:
             pending.retry = waiting  # its worker's death sends it to the new one (``requeue``)
         payload = self._invoke(waiting, server.name, route.tool, budget, pending)
-        self._dispatch(server, client, waiting.call, payload, pending, budget, waiting=waiting)
+        self.dispatch(server, client, waiting.call, payload, pending, budget, waiting=waiting)
 
     def _admit(
         self, caller: bytes, request: CallTool, server: Server, client: str, budget: float
@@ -198,7 +168,7 @@ class Router:
         """Hold a call for a server that is (re)starting, within the call's own deadline."""
         if self._waiting.full(server.name):
             why = f"{MAX_WAITING} calls already wait for server {server.name!r} ({server.why_unavailable()})"
-            self._error(caller, request.id, "OVERLOADED", why)
+            self.error(caller, request.id, "OVERLOADED", why)
             return
         admitted = self._admit(caller, request, server, client, budget)
         if admitted is not None:
@@ -216,105 +186,6 @@ class Router:
     def requeue(self, pending: Pending) -> bool:
         """A call in flight whose worker died: run it once more, if it may be (``WaitingRoom``)."""
         return self._waiting.requeue(pending)
-
-    def _link_send(self, worker: bytes, payload: bytes) -> bool:
-        try:
-            self._send(worker, payload)
-        except Unroutable:
-            return False
-        return True
-
-    def list(self, caller: bytes, request: ListResources | ListResourceTemplates | ListPrompts) -> None:
-        """One server's listing, or every ready server's, gathered into one ``Listing``. A gathered
-        listing asks each server's least busy replica, and on ``scope: client`` servers the caller's
-        own session if it has one (none is started for it); a listing naming the server is routed as
-        a call is."""
-        client = self._client(caller, request.id, request.client)
-        if client is None or not self._accepting(caller, request.id, request.timeout):
-            return
-        method = _LIST_METHODS[type(request)]
-        if request.server is not None:
-            server = self._ready_server(caller, request.id, request.server)
-            if server is not None:
-                self._fetch(caller, request.id, server, client, request.timeout, method, named=True)
-            return
-        targets = [
-            (server, keeper)
-            for server in self._servers.values()
-            if server.state == "ready" and (keeper := server.listing_target(client)) is not None
-        ]
-        if not targets:
-            self._reply(caller, Listing(id=request.id))
-            return
-        if not self._calls.admit(caller, request.id, client):
-            return
-        gather = Gather(caller, request.id, named=False, waiting=len(targets), identity=client)
-        for server, keeper in targets:
-            self._fetch(caller, request.id, server, client, request.timeout, method, gather=gather, to=keeper)
-
-    def read(self, caller: bytes, request: ReadResource) -> None:
-        client = self._client(caller, request.id, request.client)
-        if client is not None and self._accepting(caller, request.id, request.timeout):
-            server = self._ready_server(caller, request.id, request.server)
-            if server is not None:
-                uri = request.uri
-                self._fetch(caller, request.id, server, client, request.timeout, "resources/read", target=uri)
-
-    def get_prompt(self, caller: bytes, request: GetPrompt) -> None:
-        """By the server's own prompt name when the caller names the server, else by the prefixed name."""
-        client = self._client(caller, request.id, request.client)
-        if client is None or not self._accepting(caller, request.id, request.timeout):
-            return
-        unknown = f"no prompt named {request.name!r} (prompts are named mcp_{{server}}_{{prompt}})"
-        server = self._prompt_server(caller, request.id, request.server, request.name, unknown)
-        if server is not None:
-            self._fetch(
-                caller,
-                request.id,
-                server,
-                client,
-                request.timeout,
-                "prompts/get",
-                target=request.name,
-                prefixed=request.server is None,
-                arguments=request.arguments,
-            )
-
-    def complete(self, caller: bytes, request: Complete) -> None:
-        """To the server named, else to the one whose prefix a ``ref/prompt``'s name carries."""
-        client = self._client(caller, request.id, request.client)
-        if client is None or not self._accepting(caller, request.id, request.timeout):
-            return
-        unknown = "completion/complete needs the server, or a ref/prompt by its prefixed name"
-        prompt = _prompt_named(request.ref)
-        server = self._prompt_server(
-            caller, request.id, request.server, prompt, f"{unknown} (mcp_{{server}}_{{prompt}})"
-        )
-        if server is not None:
-            params = {"ref": request.ref, "argument": request.argument, "context": request.context}
-            self._fetch(
-                caller,
-                request.id,
-                server,
-                client,
-                request.timeout,
-                "completion/complete",
-                prefixed=request.server is None,
-                arguments=msgspec.Raw(encode(params)),
-            )
-
-    def _prompt_server(
-        self, caller: bytes, id: int, named: str | None, prompt: str | None, unknown: str
-    ) -> Server | None:
-        """The ready server a request names, else the one whose prefix the ``prompt`` name carries;
-        None, and the caller answered (``unknown`` when no server is found), when there is none."""
-        name = named
-        if name is None:
-            name = None if prompt is None else server_of(prompt, self._servers)
-            if name is None:
-                self._error(caller, id, "UNKNOWN_TOOL", unknown)
-                return None
-        return self._ready_server(caller, id, name)
 
     def answer(self, caller: bytes, request: Answer) -> None:
         """``caller`` answers its server's request of its own call in flight: to that call's worker.
@@ -344,7 +215,7 @@ class Router:
         with contextlib.suppress(Unroutable):  # that incarnation is gone, its server too: nobody to tell
             self._send(pending.worker, encode(Abort(call=pending.call)))
 
-    def _client(self, caller: bytes, id: int, client: str) -> str | None:
+    def client_of(self, caller: bytes, id: int, client: str) -> str | None:
         """The identity a request is made for: the one it names, else its connection's; None (and the
         caller answered ``BAD_REQUEST``) for one that is too long or not printable."""
         if not client:
@@ -353,27 +224,27 @@ class Router:
             return client
         shown = client[:40] + "..." if len(client) > 40 else client
         why = f"client identity must be 1 to {MAX_IDENTITY} printable characters, not {shown!r}"
-        self._error(caller, id, "BAD_REQUEST", why)
+        self.error(caller, id, "BAD_REQUEST", why)
         return None
 
-    def _accepting(self, caller: bytes, id: int, timeout: float | None) -> bool:
+    def accepting(self, caller: bytes, id: int, timeout: float | None) -> bool:
         """False (and the caller answered) while draining, or for a timeout that is not a positive number."""
         if self._draining():
-            self._error(caller, id, "UNAVAILABLE", "the supervisor is shutting down")
+            self.error(caller, id, "UNAVAILABLE", "the supervisor is shutting down")
             return False
         if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
-            self._error(caller, id, "BAD_REQUEST", f"timeout must be a positive number, not {timeout}")
+            self.error(caller, id, "BAD_REQUEST", f"timeout must be a positive number, not {timeout}")
             return False
         return True
 
-    def _ready_server(self, caller: bytes, id: int, name: str) -> Server | None:
+    def ready_server(self, caller: bytes, id: int, name: str) -> Server | None:
         """A ready server, or None with the caller answered (unknown, or not ready)."""
         server = self._servers.get(name)
         if server is None:
             known = ", ".join(self._servers) or "none"
-            self._error(caller, id, "UNKNOWN_TOOL", f"no server named {name!r} (servers: {known})")
+            self.error(caller, id, "UNKNOWN_TOOL", f"no server named {name!r} (servers: {known})")
         elif server.state != "ready":
-            self._error(caller, id, "UNAVAILABLE", server.why_unavailable())
+            self.error(caller, id, "UNAVAILABLE", server.why_unavailable())
         else:
             return server
         return None
@@ -384,40 +255,7 @@ class Router:
         server = None if found is None else self._servers[found]
         return server if server is not None and server.state != "ready" else None
 
-    def _fetch(
-        self,
-        caller: bytes,
-        id: int,
-        server: Server,
-        client: str,
-        timeout: float | None,
-        method: FetchMethod,
-        *,
-        target: str = "",
-        prefixed: bool = False,
-        arguments: msgspec.Raw | None = None,
-        gather: Gather | None = None,
-        to: Keeper | None = None,
-        named: bool = False,
-    ) -> None:
-        """Send one ``Fetch`` to a worker of ``server`` (``to``, or the one it routes ``client`` to);
-        answered as calls are. One that is not part of a gathered listing is admitted here (a gather
-        was, as a whole); ``named``: a listing of the one server the caller named."""
-        if gather is None and not self._calls.admit(caller, id, client):
-            return
-        if named:
-            gather = Gather(caller, id, named=True, waiting=1, identity=client)
-        budget = server.spec.tool_timeout if timeout is None else timeout
-        call = self._calls.new_call()
-        what = f"{method} {target}".rstrip()
-        pending = Pending(caller, id, b"", server.name, method, what, gather, identity=client)
-        fetch = Fetch(call=call, method=method, budget=budget, target=target, prefixed=prefixed)
-        fetch.client = client
-        if arguments is not None:
-            fetch.arguments = arguments
-        self._dispatch(server, client, call, encode(fetch), pending, budget, to)
-
-    def _dispatch(
+    def dispatch(
         self,
         server: Server,
         client: str,
@@ -459,7 +297,7 @@ class Router:
                 avoid.append(target)
         self._deadline_added(self._calls.remember(call, pending, budget, self._clock()))
 
-    def _error(self, caller: bytes, id: int, code: ErrorCode, message: str) -> None:
+    def error(self, caller: bytes, id: int, code: ErrorCode, message: str) -> None:
         self._refused(code, message)
         self._reply(caller, ErrorReply(id=id, code=code, message=message))
 

@@ -23,10 +23,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from supervisor.daemon.call_table import CallTable, Pending
+from supervisor.daemon.call_table import CallTable
+from supervisor.daemon.pending import Pending
 from supervisor.daemon.registry import Registry
 from supervisor.daemon.servers.pool import Refusal, Server
 from supervisor.protocol import CallTool
+from supervisor.shared.sockets import Unroutable
 
 __all__ = ["COMING_BACK", "MAX_WAITING", "WaitingCall", "WaitingRoom"]
 
@@ -53,12 +55,13 @@ class WaitingRoom:
         registry: Registry,
         servers: Mapping[str, Server],
         calls: CallTable,
-        send: Callable[[bytes, bytes], bool],
+        send: Callable[[bytes, bytes], None],
         invoke: Callable[[WaitingCall, str, str, float, Pending], bytes],
         clock: Callable[[], float],
     ) -> None:
-        """``send(worker, payload)``: False when that worker is not connected; ``invoke(call,
-        server, tool, budget, pending)``: the encoded ``Invoke`` of a waiting call."""
+        """``send(worker, payload)`` raises ``Unroutable`` when that worker is not connected (the
+        router's own ``send``); ``invoke(call, server, tool, budget, pending)``: the encoded ``Invoke``
+        of a waiting call."""
         self._registry = registry
         self._servers = servers
         self._calls = calls
@@ -145,5 +148,8 @@ class WaitingRoom:
             payload = self._invoke(entry, server.name, route.tool, budget, pending)
             if not target.serving:
                 server.hold(target, entry.call, payload)
-            elif not self._send(target.target, payload):
+                continue
+            try:
+                self._send(target.target, payload)
+            except Unroutable:
                 self._calls.end(entry.call, "UNAVAILABLE", server.why_unavailable())

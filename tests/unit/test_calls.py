@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from supervisor.config.load import SupervisorSettings
-from supervisor.daemon.call_table import DEADLINE_MARGIN, CallTable, Gather, Pending
+from supervisor.daemon.call_table import DEADLINE_MARGIN, CallTable
+from supervisor.daemon.pending import Gather, Pending
 from supervisor.protocol import (
     CallProgress,
     CallResult,

@@ -13,9 +13,13 @@ from supervisor.protocol import ErrorCode, WorkerState, WorkerTool
 
 
 class Owner:
-    """Records what a keeper tells its owner; spawns nothing."""
+    """Records what a keeper tells its owner (its server and the supervisor in one); spawns nothing."""
 
     worker_endpoint = "ipc:///nowhere"
+
+    @property
+    def owner(self) -> Owner:
+        return self
 
     def __init__(self) -> None:
         self.states: list[tuple[str, WorkerState, WorkerState]] = []  # server, previous, state

@@ -14,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from supervisor.config.load import SupervisorSettings
-from supervisor.daemon.call_table import CallTable, Gather, Pending
+from supervisor.daemon.call_table import CallTable
+from supervisor.daemon.pending import Gather, Pending
 from supervisor.ops.metrics.collector import STATES, Sample, ServerSample, SupervisorCollector
 from supervisor.ops.metrics.meter import (
     BOUNDS,

@@ -4,7 +4,7 @@ Above: the supervisor, which starts the crew in its nursery, relays ``restart`` 
 ``start`` requests, and hands it reload plans. Below: the servers (``supervisor.daemon.servers.pool``: one
 worker,
 replicas, or per-client sessions), each with its keepers (``supervisor.daemon.servers.keeper``), reaching the
-supervisor through the ``PoolOwner`` it was given.
+supervisor through the ``ServerOwner`` it was given.
 
 A reload adds servers (started at once), hands changed ones their new spec, and retires removed
 ones: a retired server is stopped as ``stop`` stops it (its calls in flight fail, naming why), its
@@ -22,7 +22,8 @@ import trio
 
 from supervisor.config.load import Config, ServerSpec, SupervisorSettings
 from supervisor.daemon.reload_plan import ReloadPlan
-from supervisor.daemon.servers.pool import PoolOwner, Server
+from supervisor.daemon.servers.owner import ServerOwner
+from supervisor.daemon.servers.pool import Server
 from supervisor.daemon.servers.replicas import Replicas
 from supervisor.daemon.servers.sessions import Sessions
 from supervisor.protocol import Done, ErrorReply, FrontReply, Restart, Start, Stop
@@ -35,7 +36,7 @@ log = logging.getLogger("mcp_supervisor")
 class Crew:
     """The servers, in config order, and the tasks they run in."""
 
-    def __init__(self, config: Config, owner: PoolOwner) -> None:
+    def __init__(self, config: Config, owner: ServerOwner) -> None:
         self._owner = owner
         self.servers: dict[str, Server] = {
             name: new_server(spec, owner, config.settings) for name, spec in config.servers.items()
@@ -130,7 +131,7 @@ class Crew:
             self._retiring.discard(server.name)
 
 
-def new_server(spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> Server:
+def new_server(spec: ServerSpec, owner: ServerOwner, settings: SupervisorSettings) -> Server:
     """The server a spec describes: per-client sessions, or replicas (one by default)."""
     if spec.scope == "client":
         return Sessions(spec, owner, settings)

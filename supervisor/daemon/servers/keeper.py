@@ -1,33 +1,30 @@
 """A keeper owns one worker process: spawn, watch, stop, and restart it by policy.
 
-Above: its owner (the ``Supervisor``), which routes calls to a keeper's live
-worker incarnation and relays operator commands; the keeper reaches it only
-through ``KeeperOwner``, the few things it needs of it. Below: one worker process
-(``python -m workers NAME``), whose stdin is its lifeline (a boot line, then
-held open until we want it gone) and whose stderr carries its log lines and
-its server's stderr into our log and the server's ring buffer (``WorkerLog``).
+Above: its server (``supervisor.daemon.servers.pool``), which relays operator commands and hears of
+the keeper's state, tools and worker's end (``KeeperServer``); the router, which sends calls to the
+live worker incarnation; and the ``Supervisor``, which the keeper asks directly for what only it has
+(``ServerOwner``: a worker process, the link, the registry's count; both protocols are in
+``supervisor.daemon.servers.owner``). Below: one worker process (``python -m workers NAME``), whose
+stdin is its lifeline (a boot line, then held open until we want it gone) and whose stderr carries
+its log lines and its server's stderr into our log and the server's ring buffer (``WorkerLog``).
 
-States: ``starting -> ready``; when the worker ends, ``restarting ->
-starting`` after the policy's delay, or ``failed`` when the policy gives up
-(or the restart type is ``temporary``), or ``stopped`` (an operator's stop,
-``disabled`` in the config, or a ``transient`` server that exited normally),
-or ``needs-login`` (an OAuth server whose authorization only a person can give:
-no restarts until ``start``, which ``mcp-supervisor login`` sends).
+States: ``starting -> ready``; when the worker ends, ``restarting -> starting`` after the policy's
+delay, or ``failed`` when the policy gives up (or the restart type is ``temporary``), or ``stopped``
+(an operator's stop, ``disabled`` in the config, or a ``transient`` server that exited normally), or
+``needs-login`` (an OAuth server whose authorization only a person can give: no restarts until
+``start``, which ``mcp-supervisor login`` sends).
 
-A live worker is watched two ways: it must be ready within ``startTimeout``,
-and once it has spoken it must answer heartbeats; either failure kills it
-(SIGKILL, which also ends a SIGSTOPped one) and counts as a failure.
+A live worker is watched two ways: it must be ready within ``startTimeout``, and once it has spoken
+it must answer heartbeats; either failure kills it (SIGKILL, which also ends a SIGSTOPped one) and
+counts as a failure.
 
-Operator commands never count as failures and are never undone by the
-policy: ``stop`` holds the server stopped; ``start`` and ``restart`` reset the
-counters; concurrent restarts coalesce into one until the new worker is ready.
-A config reload hands a keeper its new spec (``reconfigure``): a restart with
-it, or a stop if it is now disabled; a stopped server stays stopped. A keeper
-is one worker of its server (``supervisor.daemon.servers.pool``): the only one, a replica, or
-a client's session, which runs ``once`` (it is not restarted: the client's
-next request starts another).
-Shutdown is cancellation: the shielded, bounded clean-up of the live
-incarnation closes its lifeline and reaps the worker and its server.
+Operator commands never count as failures and are never undone by the policy: ``stop`` holds the
+server stopped; ``start`` and ``restart`` reset the counters; concurrent restarts coalesce into one
+until the new worker is ready. A config reload hands a keeper its new spec (``reconfigure``): a
+restart with it, or a stop if it is now disabled; a stopped server stays stopped. A keeper is one
+worker of its server: the only one, a replica, or a client's session, which runs ``once`` (it is
+not restarted: the client's next request starts another). Shutdown is cancellation: the shielded,
+bounded clean-up of the live incarnation closes its lifeline and reaps the worker and its server.
 """
 
 from __future__ import annotations
@@ -36,81 +33,30 @@ import logging
 import secrets
 from contextlib import suppress
 from functools import partial
-from typing import Any, Final, Protocol
+from typing import Final
 
 import msgspec
 import trio
 
 from supervisor.config.load import ServerSpec, SupervisorSettings
+from supervisor.daemon.servers.endings import ending_of
 from supervisor.daemon.servers.heartbeats import Heartbeats
+from supervisor.daemon.servers.owner import KeeperServer
 from supervisor.daemon.servers.reaping import close_lifeline, reap
 from supervisor.daemon.servers.restarts import RestartTracker
-from supervisor.daemon.servers.spawn import SpawnMode, WorkerProcess
-from supervisor.daemon.servers.worker_log import LogRing, WorkerLog
-from supervisor.protocol import (
-    ErrorCode,
-    Ready,
-    ServerStatus,
-    ToolsChanged,
-    WorkerState,
-    WorkerStatus,
-    WorkerTool,
-)
-from supervisor.security.tokens import TokenFile
+from supervisor.daemon.servers.rows import server_row
+from supervisor.daemon.servers.spawn import WorkerProcess
+from supervisor.daemon.servers.worker_log import WorkerLog
+from supervisor.protocol import Ready, ServerStatus, ToolsChanged, WorkerState
 from supervisor.shared import tracing
 from supervisor.shared.boot import Ended, Outcome, WorkerBoot
 from supervisor.shared.terminal import printable
 
-__all__ = ["Keeper", "KeeperOwner"]
+__all__ = ["Keeper"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
 
 LOG_DRAIN_TIMEOUT: Final = 1.0  # seconds to read an exited worker's last log lines (its last word)
-
-
-class KeeperOwner(Protocol):
-    """What a keeper needs of the supervisor that owns it."""
-
-    @property
-    def worker_endpoint(self) -> str:
-        """Where workers connect (the supervisor's worker ROUTER)."""
-        ...
-
-    async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
-        """A new worker process for server ``name``."""
-        ...
-
-    def attach(self, identity: bytes, keeper: Keeper) -> None:
-        """Messages from the worker with this routing id go to ``keeper`` from now on."""
-        ...
-
-    def detach(self, keeper: Keeper, reason: str, code: ErrorCode) -> None:
-        """``keeper``'s live incarnation ended: forget it, drop its tools, fail its calls with ``code``."""
-        ...
-
-    def state_changed(self, keeper: Keeper, previous: WorkerState) -> None: ...
-
-    def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
-        """Register the server's tools (all of them); the count registered."""
-        ...
-
-    def tool_count(self, server: str) -> int: ...
-
-    def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
-        """Send if that worker is connected (one still starting may not be yet); say if it was."""
-        ...
-
-    async def caught_up(self) -> None:
-        """Return once every message that reached the supervisor before this call has been handled."""
-        ...
-
-    def own_children(self) -> set[int]:
-        """Every live worker's pid, and the zygote's."""
-        ...
-
-    def log_ring(self, server: str) -> LogRing:
-        """Where the lines of ``server``'s stderr and its workers' warnings are kept (``logs``)."""
-        ...
 
 
 class Keeper:
@@ -119,7 +65,7 @@ class Keeper:
     def __init__(
         self,
         spec: ServerSpec,
-        owner: KeeperOwner,
+        server: KeeperServer,
         settings: SupervisorSettings,
         *,
         label: str | None = None,
@@ -135,7 +81,8 @@ class Keeper:
         self.outcome: Outcome | None = None  # how the last incarnation ended
         self.policy = spec.policy
         self.settings = settings
-        self.owner = owner
+        self.server = server
+        self.owner = server.owner
         self.tracker = RestartTracker(spec.policy)
         self._state: WorkerState = "stopped" if spec.disabled else "starting"
         self.identity: bytes | None = None  # routing id of the live incarnation (set before it starts)
@@ -148,7 +95,7 @@ class Keeper:
         self.last_heard: float | None = None  # when the live worker last said anything
         self._heartbeats: Heartbeats | None = None  # the live incarnation's
         self.spawning = False  # a worker process is being forked (its pid is not known yet)
-        self.worker_log = WorkerLog(self.label, owner.log_ring(spec.name))
+        self.worker_log = WorkerLog(self.label, self.owner.log_ring(spec.name))
         self._want_running = not spec.disabled  # False after an operator's stop
         self._restarting = False  # an operator's restart is under way: more of them coalesce
         self._why = "stopped by an operator"  # what the calls of an incarnation we end are told
@@ -170,7 +117,7 @@ class Keeper:
         """Every state change goes through here, and is published."""
         previous, self._state = self._state, state
         if state != previous:
-            self.owner.state_changed(self, previous)
+            self.server.state_changed(self, previous)
 
     @property
     def ending(self) -> bool:
@@ -242,28 +189,7 @@ class Keeper:
 
     def status(self) -> ServerStatus:
         """The server's row, when this is its only worker."""
-        tools, spec = self.owner.tool_count(self.name), self.spec
-        token = TokenFile(spec.name, spec.url).expires_at() if spec.oauth is not None and spec.url else None
-        return ServerStatus(
-            server=self.name, tools=tools, transport=spec.transport, token_expires_at=token, **self._row()
-        )
-
-    def worker_status(
-        self, in_flight: int, client: str | None = None, idle: float | None = None
-    ) -> WorkerStatus:
-        """This worker's row among its server's workers (a replica, a session)."""
-        return WorkerStatus(name=self.label, in_flight=in_flight, client=client, idle=idle, **self._row())
-
-    def _row(self) -> dict[str, Any]:
-        """What both kinds of row say of this worker."""
-        return {
-            "state": self.state,
-            "worker_pid": self.worker_pid,
-            "server_pid": self.server_pid,
-            "restarts": self.tracker.restarts,
-            "last_error": self.last_error,
-            "next_restart_in": max(0.0, self.restart_at - trio.current_time()) if self.restart_at else None,
-        }
+        return server_row(self, self.owner.tool_count(self.name))
 
     def adopt(self, spec: ServerSpec) -> None:
         """Take a reloaded spec without restarting (its server restarts its workers one by one)."""
@@ -364,7 +290,7 @@ class Keeper:
         try:
             process = await self.owner.spawn(self.label, self.settings.worker_spawn)
         except BaseException:
-            self.owner.detach(self, f"server {self.label!r}: its worker could not be started", "UNAVAILABLE")
+            self.server.detach(self, f"server {self.label!r}: its worker could not be started", "UNAVAILABLE")
             self.identity = None
             raise
         finally:
@@ -400,26 +326,15 @@ class Keeper:
                 await self._reap(process)
             remote = self.spec.transport != "stdio"
             ended = Ended(process.returncode, self._kill_reason, self.worker_log.last_word, remote)
-            outcome = ended.outcome if ended_on_its_own else self._ending
-            report = self.worker_log.report()
-            reason = f"{ended.reason}; last stderr: {report}" if report else ended.reason
-            # A remote server's session breaking is the server's failure, not the worker's.
-            lost = ended.connection_lost and ended_on_its_own
-            if outcome in ("normal", "abnormal", "needs-login"):
-                self.last_error = reason
-                (log.error if outcome == "abnormal" else log.warning)(
-                    "server %r: %s", self.label, printable(reason)
+            end = ending_of(ended, ended_on_its_own, self._ending, self.worker_log.report(), self._why)
+            if end.own:
+                self.last_error = end.reason
+                (log.error if end.outcome == "abnormal" else log.warning)(
+                    "server %r: %s", self.label, printable(end.reason)
                 )
-            elif outcome == "shutdown":
-                reason = "the supervisor is stopping"
-            else:
-                reason = self._why
-            code: ErrorCode = (
-                "UNAVAILABLE" if outcome == "needs-login" else "SERVER_ERROR" if lost else "WORKER_CRASHED"
-            )
-            self.owner.detach(self, f"server {self.label!r}: {reason}", code)
+            self.server.detach(self, f"server {self.label!r}: {end.reason}", end.code)
             self.identity = None
-        return outcome
+        return end.outcome
 
     async def _read_log(self, stream: trio.abc.ReceiveStream, done: trio.Event) -> None:
         await self.worker_log.pump(stream)
@@ -459,7 +374,7 @@ class Keeper:
         self.tracker.ready(now)
         self._restarting = False
         self._ready.set()
-        count = self.owner.tools_changed(self, event.tools)  # tools first: "ready" means they are there
+        count = self.server.tools_changed(self, event.tools)  # tools first: "ready" means they are there
         self.state = "ready"
         log.info(
             "server %r ready: %d tools in %.2f s (%s)",
@@ -468,5 +383,5 @@ class Keeper:
 
     def tools_changed(self, event: ToolsChanged) -> None:
         if self.state == "ready":
-            count = self.owner.tools_changed(self, event.tools)
+            count = self.server.tools_changed(self, event.tools)
             log.info("server %r tools changed: %d tools", self.label, count)

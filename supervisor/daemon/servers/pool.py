@@ -1,9 +1,13 @@
 """A configured server and its workers: one, a pool of replicas, or one per client session.
 
 Above: the crew, which runs each server as a task and relays operator requests; the router, which
-asks a server where a request goes (``route``); the supervisor, the ``PoolOwner`` every server
-reports to. Below: the keepers (``supervisor.daemon.servers.keeper``), one per worker, each reaching its
-server through the ``KeeperOwner`` protocol, which a server implements.
+asks a server where a request goes (``route``); the supervisor, the ``ServerOwner``
+(``supervisor.daemon.servers.owner``) every server reports to. Below: the keepers
+(``supervisor.daemon.servers.keeper``), one per worker, each telling its server of its state, its
+tools and its worker's end (``KeeperServer``, which a server implements) and asking the supervisor
+directly for the rest.
+
+``Server`` is an abstract base: the two kinds below implement its abstract methods.
 
 - ``Replicas`` (``"replicas": N``, 1 by default, in ``supervisor.daemon.servers.replicas``): N keepers
   behind one set of tool names, each supervised and restarted on its own. A request goes to the ready replica
@@ -27,22 +31,20 @@ never becomes ready.
 
 from __future__ import annotations
 
+import abc
 import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-import msgspec
 import trio
 
 from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.keeper import Keeper
-from supervisor.daemon.servers.spawn import SpawnMode, WorkerProcess
-from supervisor.daemon.servers.worker_log import LogRing
-from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerStatus, WorkerTool
+from supervisor.daemon.servers.owner import ServerOwner
+from supervisor.protocol import ErrorCode, ServerStatus, WorkerState, WorkerTool
 
-__all__ = ["PoolOwner", "Refusal", "Server"]
+__all__ = ["Refusal", "Server"]
 
 log = logging.getLogger("mcp_supervisor.keeper")
 
@@ -55,59 +57,10 @@ class Refusal:
     message: str
 
 
-class PoolOwner(Protocol):
-    """What a server needs of the supervisor that owns it."""
+class Server(abc.ABC):
+    """One configured server: its keepers' server, and where its requests go."""
 
-    @property
-    def worker_endpoint(self) -> str: ...
-
-    async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess: ...
-
-    def attach(self, identity: bytes, keeper: Keeper) -> None:
-        """Messages from the worker with this routing id go to ``keeper`` from now on."""
-        ...
-
-    def worker_gone(self, identity: bytes, reason: str, code: ErrorCode) -> None:
-        """A worker incarnation ended: forget it, fail its requests in flight with ``code``."""
-        ...
-
-    def drop_tools(self, server: str) -> None:
-        """The server's tools leave the registry."""
-        ...
-
-    def register_tools(self, spec: ServerSpec, tools: list[WorkerTool]) -> int:
-        """Register the server's tools (all of them); the count registered."""
-        ...
-
-    def state_changed(self, server: Server, previous: WorkerState) -> None: ...
-
-    def tool_count(self, server: str) -> int: ...
-
-    def send_to_worker(self, identity: bytes, payload: bytes) -> bool: ...
-
-    async def caught_up(self) -> None: ...
-
-    def own_children(self) -> set[int]: ...
-
-    def in_flight(self, worker: bytes) -> int:
-        """Requests sent to that worker incarnation and not answered yet."""
-        ...
-
-    def pending(self, call: int) -> bool:
-        """The call is still waiting for its answer (not expired, cancelled or failed)."""
-        ...
-
-    async def idle(self, worker: bytes) -> None:
-        """Return once that worker incarnation has no request pending."""
-        ...
-
-    def log_ring(self, server: str) -> LogRing: ...
-
-
-class Server:
-    """One configured server: its keepers' owner, and where its requests go."""
-
-    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
+    def __init__(self, spec: ServerSpec, owner: ServerOwner, settings: SupervisorSettings) -> None:
         self.spec = spec
         self.name = spec.name
         self.owner = owner
@@ -140,12 +93,13 @@ class Server:
     def worker_pids(self) -> set[int]:
         return {keeper.worker_pid for keeper in self.keepers() if keeper.worker_pid is not None}
 
+    @abc.abstractmethod
     def keepers(self) -> Iterator[Keeper]:
         """Every keeper with a worker, or about to have one."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _aggregate(self) -> WorkerState:
-        raise NotImplementedError
+        """The server's state, from its workers'."""
 
     def _update(self) -> None:
         """Recompute the server's state from its workers'; publish a change."""
@@ -159,14 +113,14 @@ class Server:
 
     # ------------------------------------------------------------ requests
 
+    @abc.abstractmethod
     def route(self, client: str, avoid: Sequence[Keeper] = ()) -> Keeper | Refusal:
         """The worker for a request of ``client``: a serving one, or a session still starting (hold the
         request there); or why there is none. ``avoid``: workers found unreachable just now."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def listing_target(self, client: str) -> Keeper | None:
         """The serving worker that answers ``client``'s part of a listing of every server, if any."""
-        raise NotImplementedError
 
     def hold(self, keeper: Keeper, call: int, payload: bytes) -> None:
         """Send ``payload`` (the request ``call``) to ``keeper``'s worker once it is ready."""
@@ -200,17 +154,7 @@ class Server:
                     best, load = keeper, busy
         return best
 
-    # ------------------------------------------------- the keepers' owner
-
-    @property
-    def worker_endpoint(self) -> str:
-        return self.owner.worker_endpoint
-
-    async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
-        return await self.owner.spawn(name, mode)
-
-    def attach(self, identity: bytes, keeper: Keeper) -> None:
-        self.owner.attach(identity, keeper)
+    # ------------------------------------------------- the keepers' server
 
     def detach(self, keeper: Keeper, reason: str, code: ErrorCode) -> None:
         if self._drops_tools(keeper):
@@ -219,9 +163,9 @@ class Server:
             self._held.pop(keeper.identity, None)  # the call table fails them with the rest
             self.owner.worker_gone(keeper.identity, reason, code)
 
+    @abc.abstractmethod
     def _drops_tools(self, keeper: Keeper) -> bool:
         """Whether ``keeper``'s worker ending takes the server's tools out of the registry."""
-        raise NotImplementedError
 
     def state_changed(self, keeper: Keeper, previous: WorkerState) -> None:
         if keeper.state == "ready" and keeper.identity is not None:
@@ -235,59 +179,36 @@ class Server:
     def tools_changed(self, keeper: Keeper, tools: list[WorkerTool]) -> int:
         return self.owner.register_tools(self.spec, tools)
 
-    def tool_count(self, server: str) -> int:
-        return self.owner.tool_count(server)
-
-    def send_to_worker(self, identity: bytes, payload: bytes) -> bool:
-        return self.owner.send_to_worker(identity, payload)
-
-    async def caught_up(self) -> None:
-        await self.owner.caught_up()
-
-    def own_children(self) -> set[int]:
-        return self.owner.own_children()
-
-    def log_ring(self, server: str) -> LogRing:
-        return self.owner.log_ring(server)
-
     # ------------------------------------------------------------ operators
 
+    @abc.abstractmethod
     def request_restart(self, why: str = "restarted by an operator") -> bool:
-        raise NotImplementedError
+        """Restart the server's workers, the counters reset; False when a restart is already under way."""
 
+    @abc.abstractmethod
     def request_stop(self, why: str = "stopped by an operator") -> None:
-        raise NotImplementedError
+        """Stop every worker and keep the server stopped until ``start`` or ``restart``."""
 
+    @abc.abstractmethod
     def request_start(self) -> bool:
-        raise NotImplementedError
+        """Start a stopped or failed server; False when it is already running or starting."""
 
+    @abc.abstractmethod
     def reconfigure(self, spec: ServerSpec) -> None:
-        raise NotImplementedError
+        """Take a reloaded spec of the same shape (the crew replaces a server whose shape changed)."""
 
     def use_settings(self, settings: SupervisorSettings) -> None:
         self.settings = settings
         for keeper in self.keepers():
             keeper.use_settings(settings)
 
+    @abc.abstractmethod
     def status(self) -> ServerStatus:
-        raise NotImplementedError
-
-    def _row(self, first: Keeper, workers: list[WorkerStatus], **fields: object) -> ServerStatus:
-        """The row of a server with several workers: ``first``'s tools, transport and token, with
-        the state, restarts and last error of the whole, and a row per worker."""
-        return msgspec.structs.replace(
-            first.status(),
-            state=self.state,
-            worker_pid=None,
-            server_pid=None,
-            restarts=self.restarts,
-            last_error=self.last_error,
-            workers=workers,
-            **fields,
-        )
+        """The server's row in ``status``."""
 
     def _in_flight(self, keeper: Keeper) -> int:
         return 0 if keeper.identity is None else self.owner.in_flight(keeper.identity)
 
+    @abc.abstractmethod
     async def run(self) -> None:
-        raise NotImplementedError
+        """Run the server's workers until cancelled (the shutdown, or a reload retiring it)."""

@@ -16,7 +16,9 @@ import trio
 
 from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.keeper import Keeper
-from supervisor.daemon.servers.pool import PoolOwner, Refusal, Server
+from supervisor.daemon.servers.owner import ServerOwner
+from supervisor.daemon.servers.pool import Refusal, Server
+from supervisor.daemon.servers.rows import pooled_row, worker_row
 from supervisor.protocol import STATE_PRECEDENCE, ServerStatus, WorkerState
 
 __all__ = ["Replicas"]
@@ -27,7 +29,7 @@ ROLL_MARGIN: Final = 5.0  # seconds past a replica's startTimeout before a rolli
 class Replicas(Server):
     """``replicas`` keepers (one by default) behind one set of tool names."""
 
-    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
+    def __init__(self, spec: ServerSpec, owner: ServerOwner, settings: SupervisorSettings) -> None:
         super().__init__(spec, owner, settings)
         many = spec.replicas > 1
         self.members = [
@@ -128,9 +130,9 @@ class Replicas(Server):
     def status(self) -> ServerStatus:
         if len(self.members) == 1:
             return self.members[0].status()
-        workers = [keeper.worker_status(self._in_flight(keeper)) for keeper in self.members]
+        workers = [worker_row(keeper, self._in_flight(keeper)) for keeper in self.members]
         waits = [w.next_restart_in for w in workers if w.next_restart_in is not None]
-        return self._row(self.members[0], workers, next_restart_in=min(waits) if waits else None)
+        return pooled_row(self, self.members[0], workers, next_restart_in=min(waits) if waits else None)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:

@@ -2,12 +2,11 @@
 request, reaped when idle, at most ``maxSessions`` at once.
 
 Above: the router, which asks ``route`` where a client's request goes (its session, started if need
-be, or ``OVERLOADED``); the crew, which makes it for a server with ``"scope": "client"``. Beside it: the other
-kind of server, ``supervisor.daemon.servers.replicas.Replicas``, and the ``Server`` base both share (held
-requests, the
-keepers' owner). Below: one keeper per session (``once``: a session that ends is not restarted) and
-the *lister*, a keeper that lists the tools when the server starts and then stops, so the registry
-stays one list while no session runs.
+be, or ``OVERLOADED``); the crew, which makes it for a server with ``"scope": "client"``. Beside it:
+the other kind of server, ``supervisor.daemon.servers.replicas.Replicas``, and the abstract ``Server``
+base both share (held requests, the keepers' server). Below: one keeper per session (``once``: a
+session that ends is not restarted) and the *lister*, a keeper that lists the tools when the server
+starts and then stops, so the registry stays one list while no session runs.
 """
 
 from __future__ import annotations
@@ -21,8 +20,10 @@ import trio
 
 from supervisor.config.load import ServerSpec, SupervisorSettings
 from supervisor.daemon.servers.keeper import Keeper
-from supervisor.daemon.servers.pool import PoolOwner, Refusal, Server
+from supervisor.daemon.servers.owner import ServerOwner
+from supervisor.daemon.servers.pool import Refusal, Server
 from supervisor.daemon.servers.restarts import RestartTracker
+from supervisor.daemon.servers.rows import pooled_row, worker_row
 from supervisor.protocol import ServerStatus, WorkerState, WorkerTool
 
 __all__ = ["Sessions"]
@@ -42,7 +43,7 @@ class _Session:
 class Sessions(Server):
     """A worker per client (``scope: client``), started on its first request, reaped when idle."""
 
-    def __init__(self, spec: ServerSpec, owner: PoolOwner, settings: SupervisorSettings) -> None:
+    def __init__(self, spec: ServerSpec, owner: ServerOwner, settings: SupervisorSettings) -> None:
         super().__init__(spec, owner, settings)
         self.lister = Keeper(spec, self, settings)  # learns the tools, then stops
         self.sessions: dict[str, _Session] = {}
@@ -167,7 +168,7 @@ class Sessions(Server):
                     wake = min(wake, session.last_used + idle)
             await trio.sleep_until(wake)
 
-    # ------------------------------------------------- the keepers' owner
+    # ------------------------------------------------- the keepers' server
 
     def _drops_tools(self, keeper: Keeper) -> bool:
         return False  # the tools stay while the server is ready; a stop or a failure drops them
@@ -231,12 +232,15 @@ class Sessions(Server):
     def status(self) -> ServerStatus:
         now = trio.current_time()
         workers = [
-            session.keeper.worker_status(
-                self._in_flight(session.keeper), client=session.client, idle=now - session.last_used
+            worker_row(
+                session.keeper,
+                self._in_flight(session.keeper),
+                client=session.client,
+                idle=now - session.last_used,
             )
             for session in self.sessions.values()
         ]
-        return self._row(self.lister, workers, scope="client")
+        return pooled_row(self, self.lister, workers, scope="client")
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
