@@ -3,10 +3,12 @@
 None has ``--json``: ``mcp`` and ``serve`` are servers (their output is the MCP protocol, or nothing),
 and ``host-config`` prints the entry to paste into a host's config (JSON already, for most hosts).
 
-Above: ``supervisor.cli.main``, which parses their arguments. Below: ``supervisor.facade.run`` (loaded
-only when a facade runs: the SDK's server side is not loaded by the other commands); for ``mcp``,
-first ``supervisor.facade.handshake``, which answers the host's first request before the SDK is
-loaded: ``mcp`` checks its arguments and answers without loading the SDK, trio or ZeroMQ.
+Above: ``supervisor.cli.main``, whose ``build_parser`` adds their arguments (``add_facade_parsers``)
+and runs the command. Below: ``supervisor.facade.run`` (loaded only when a facade runs: the SDK's
+server side is not loaded by the other commands); for ``mcp``, first ``supervisor.facade.handshake``,
+which answers the host's first request before the SDK is loaded: ``mcp`` checks its arguments and
+answers without loading the SDK, trio or ZeroMQ. This module is loaded to parse every command, so it
+loads none of those at import.
 """
 
 from __future__ import annotations
@@ -20,14 +22,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from supervisor.cli.exit_codes import CliError, ExitCode
-from supervisor.facade.hosts import Launch, entry, where
+from supervisor.facade.hosts import HOSTS, Launch, entry, where
 from supervisor.shared.paths import log_beside, resolve_endpoint
 
 if TYPE_CHECKING:
     from supervisor.facade.launch import Launcher
     from supervisor.facade.server import FacadeOptions
 
-__all__ = ["TOKEN_ENV", "cmd_host_config", "cmd_mcp", "cmd_serve", "parse_listen"]
+__all__ = [
+    "TOKEN_ENV",
+    "add_facade_parsers",
+    "cmd_host_config",
+    "cmd_mcp",
+    "cmd_serve",
+    "parse_listen",
+]
 
 TOKEN_ENV: Final = "MCP_SUPERVISOR_TOKEN"  # bearer tokens for `serve --http`, comma-separated
 
@@ -207,3 +216,126 @@ def cmd_host_config(args: argparse.Namespace) -> int:
     print(entry(args.host, name, launch))
     print(f"\n{where(args.host)}", file=sys.stderr)
     return 0
+
+
+def add_facade_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """The ``mcp``, ``serve`` and ``host-config`` subcommands; ``common``: the parent of --endpoint and
+    --keys."""
+    view = argparse.ArgumentParser(add_help=False)
+    view.add_argument(
+        "--config",
+        metavar="FILE",
+        help="when no supervisor answers, start one for FILE in the background (it outlives this command, "
+        "so a host's restart does not restart the servers; its log is in the runtime directory)",
+    )
+    view.add_argument(
+        "--servers", metavar="A,B", help="show only these servers' tools, resources and prompts"
+    )
+    view.add_argument(
+        "--server",
+        metavar="NAME",
+        help="serve only server NAME, under its own tool and prompt names (no mcp_NAME_ prefix): a host "
+        "config that names them works unchanged, with the server supervised",
+    )
+    view.add_argument(
+        "--tools",
+        metavar="GLOB",
+        action="append",
+        help="show only tools whose prefixed name matches GLOB (e.g. 'mcp_git_*'; repeat or comma-separate)",
+    )
+    view.add_argument(
+        "--search",
+        action="store_true",
+        help="list two tools instead of the registry: search_tools (ranked search of names, descriptions and "
+        "arguments) and call_tool (call one by name); for registries too large for a model's context",
+    )
+    view.add_argument(
+        "--timeout", type=float, help="seconds a call may take (default: the server's toolTimeout)"
+    )
+    view.add_argument(
+        "--list-wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a host's first listing may wait for the supervisor to answer and for its servers' "
+        "first starts to be over, so that a host that lists once sees every tool (default 30)",
+    )
+    view.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+    mcp = sub.add_parser(
+        "mcp",
+        parents=[common, view],
+        help="serve the registry as one MCP server on stdio (for Claude Desktop, Cursor, VS Code ...)",
+        description="Serve the supervisor's registry as one MCP server on stdin/stdout, for an MCP host that "
+        'starts it as a server: {"command": "mcp-supervisor", "args": ["mcp"]}. Calls are routed '
+        "through the running supervisor (found as the other commands find it) with its deadlines; the "
+        "host hears list_changed when tools change, and the facade reconnects when the supervisor restarts. "
+        "Logs go to stderr. 'mcp-supervisor host-config HOST' prints the entry for a host.",
+    )
+    mcp.set_defaults(func=cmd_mcp)
+
+    serve = sub.add_parser(
+        "serve",
+        parents=[common, view],
+        help="serve the registry as one MCP server over streamable HTTP (for agents elsewhere)",
+        description="Serve the supervisor's registry as one MCP server over streamable HTTP at "
+        "http://HOST:PORT/mcp, for agents on other machines or in containers. Every request needs "
+        f"'Authorization: Bearer TOKEN' with a token from --token-file or ${TOKEN_ENV}.",
+    )
+    serve.add_argument(
+        "--http",
+        required=True,
+        metavar="HOST:PORT",
+        help="where to listen, e.g. 127.0.0.1:8765 (':PORT' is 127.0.0.1; port 0 picks a free one); a host "
+        "other than loopback lets other machines in",
+    )
+    serve.add_argument(
+        "--token-file", metavar="FILE", help="bearer tokens, one per line ('#' starts a comment)"
+    )
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve without authentication: anyone who can reach the port can call every tool",
+    )
+    serve.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        help="also answer requests whose Host (and Origin) name NAME (a DNS name of yours, a proxy's); "
+        "without it, only the listening address and, on loopback, localhost, 127.0.0.1 and [::1]: any "
+        "other Host gets 421 and a foreign Origin 403 (DNS rebinding); repeatable",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    hosts = sub.add_parser(
+        "host-config",
+        help="print the config entry that adds the registry to an MCP host",
+        description="Print what to paste into an MCP host's config (for claude-code, also the 'claude mcp "
+        "add' command) so that it uses the registry through 'mcp-supervisor mcp', or through a "
+        "'serve --http' URL. Says on stderr where it goes.",
+    )
+    hosts.add_argument("host", choices=HOSTS, help="the MCP host")
+    hosts.add_argument(
+        "--name",
+        help="the server's name in the host (default: mcp-supervisor, or with --server the server's own, so "
+        "the host names its tools as before)",
+    )
+    hosts.add_argument(
+        "--config", metavar="FILE", help="add --config FILE (start a supervisor when none answers)"
+    )
+    hosts.add_argument("--endpoint", help="add --endpoint (a supervisor elsewhere than the default)")
+    hosts.add_argument("--keys", metavar="DIR", help="add --keys")
+    hosts.add_argument("--servers", metavar="A,B", help="add --servers")
+    hosts.add_argument("--server", metavar="NAME", help="add --server (one server under its own names)")
+    hosts.add_argument("--tools", metavar="GLOB", action="append", help="add --tools")
+    hosts.add_argument("--search", action="store_true", help="add --search")
+    hosts.add_argument("--url", help="a 'serve --http' URL (http://HOST:PORT/mcp) instead of a command")
+    hosts.add_argument(
+        "--token-env",
+        metavar="VAR",
+        default=TOKEN_ENV,
+        help=f"with --url: the environment variable the host takes the token from (default {TOKEN_ENV})",
+    )
+    hosts.set_defaults(func=cmd_host_config)

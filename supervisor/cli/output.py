@@ -1,5 +1,5 @@
-"""How the ``mcp-supervisor`` commands print: JSON documents and lines, failures, and text made safe
-for a terminal.
+"""How the ``mcp-supervisor`` commands print: JSON documents and lines, tables, failures, and text
+made safe for a terminal.
 
 Above: ``supervisor.cli.main`` (its ``main`` reports every failure through ``print_failure``) and the
 ``cmd_*`` functions. Below: stdout and stderr.
@@ -21,11 +21,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, Final
 
 from supervisor.shared.terminal import printable
 
-__all__ = ["print_failure", "print_json", "print_json_line", "printable", "printable_lines"]
+__all__ = [
+    "print_failure",
+    "print_json",
+    "print_json_line",
+    "print_table",
+    "printable",
+    "printable_lines",
+]
 
 _C1_IN_JSON: Final = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 
@@ -57,3 +65,14 @@ def print_failure(as_json: bool, code: str, message: str, human: str, **more: An
         print_json_line({"error": {"code": code, "message": message, **more}})
     else:
         print(printable_lines(human), file=sys.stderr, flush=True)  # it may quote a server's words
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns; every cell made printable (a server's last error may carry escape sequences)."""
+    header, rows = (
+        [printable(str(cell)) for cell in header],
+        [[printable(str(c)) for c in row] for row in rows],
+    )
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    for row in (header, *rows):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +11,16 @@ import pytest
 
 from tests.e2e.harness import SupervisorProcess, stdio_test_server
 
+Start = Callable[..., SupervisorProcess]
 
-@pytest.fixture
-def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., SupervisorProcess]]:
-    """Start supervisors for one test; each is stopped (and checked for leftovers) afterwards."""
+
+@contextmanager
+def _starting(directory: Callable[[int], Path]) -> Iterator[Start]:
+    """A ``start`` whose supervisors (the n-th in ``directory(n)``) are all stopped at the end."""
     started: list[SupervisorProcess] = []
 
     def start(servers: dict[str, Any], *, wait: bool = True, **kwargs: Any) -> SupervisorProcess:
-        sup = SupervisorProcess(tmp_path / f"sup{len(started)}", servers, **kwargs)
+        sup = SupervisorProcess(directory(len(started)), servers, **kwargs)
         started.append(sup)
         if wait:
             sup.wait_states()
@@ -28,11 +31,25 @@ def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., SupervisorProcess
         sup.stop()
 
 
+@pytest.fixture
+def start_supervisor(tmp_path: Path) -> Iterator[Start]:
+    """Start supervisors for one test; each is stopped (and checked for leftovers) afterwards."""
+    with _starting(lambda n: tmp_path / f"sup{n}") as start:
+        yield start
+
+
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
+def start_module_supervisor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Start]:
+    """As ``start_supervisor``, for a module's fixtures: its supervisors serve every test of the
+    module, and are stopped when the module's tests are done."""
+    with _starting(lambda n: tmp_path_factory.mktemp("sup")) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def shared(start_module_supervisor: Start) -> SupervisorProcess:
     """One supervisor for the tests of a module that only call tools: the test server and mcp-server-time."""
-    sup = SupervisorProcess(
-        tmp_path_factory.mktemp("shared"),
+    return start_module_supervisor(
         {
             "test": stdio_test_server(
                 TEST_SERVER_PAGE_SIZE=3,
@@ -44,8 +61,3 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProce
             "time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"], "toolTimeout": 10},
         },
     )
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        sup.stop()

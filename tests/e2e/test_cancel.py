@@ -53,10 +53,9 @@ ABORTED = re.compile(r"\[old\] call \d+ aborted")  # the worker's debug line as 
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
+def sup(start_module_supervisor: Start) -> SupervisorProcess:
     """The test server (resources on, resources/list slowed to 1 s) and the legacy server, over stdio."""
-    process = SupervisorProcess(
-        tmp_path_factory.mktemp("cancel"),
+    return start_module_supervisor(
         {
             "test": stdio_test_server(
                 TEST_SERVER_STATE_DIR="{state}", TEST_SERVER_RESOURCES=1, TEST_SERVER_LIST_DELAY=1
@@ -64,11 +63,6 @@ def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]
             "old": {"command": sys.executable, "args": [str(LEGACY_SERVER)]},
         },
     )
-    try:
-        process.wait_states()
-        yield process
-    finally:
-        process.stop()
 
 
 async def until(what: str, check: Callable[[], Any], timeout: float = SEEN) -> None:

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tests.e2e.harness import SupervisorProcess
 
 pytestmark = pytest.mark.e2e
 
+Start = Callable[..., SupervisorProcess]
 CLI_TIMEOUT = 60  # seconds for one CLI command
 
 
@@ -161,7 +163,7 @@ def test_bad_endpoints_are_clear_errors_not_hangs() -> None:
     assert run.returncode == 1 and "cannot listen on tcp://999.1.1.1:1" in run.stderr
 
 
-def test_a_servers_escape_sequences_reach_no_terminal_raw(tmp_path: Path) -> None:
+def test_a_servers_escape_sequences_reach_no_terminal_raw(start_supervisor: Start) -> None:
     """A server writes terminal escapes (retitle the window, clear the screen, a CSI in C1) on stderr
     and crashes: ``status``, the failed ``call``, ``events`` and the supervisor's own log show them
     escaped."""
@@ -169,31 +171,22 @@ def test_a_servers_escape_sequences_reach_no_terminal_raw(tmp_path: Path) -> Non
     from tests.e2e.harness import stdio_test_server
 
     hostile = "\x1b]0;pwned\x07\x1b[2J\u009b31m\u202eevil"
-    sup = SupervisorProcess(tmp_path, {"x": stdio_test_server()})
+    sup = start_supervisor({"x": stdio_test_server()})
+    sup.client.call_tool("mcp_x_stderr", {"lines": 1, "text": hostile})
+    events = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "events", "--count", "2", "--endpoint", sup.endpoint],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
     try:
-        sup.wait_states()
-        sup.client.call_tool("mcp_x_stderr", {"lines": 1, "text": hostile})
-        events = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "events", "--count", "2", "--endpoint", sup.endpoint],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        try:
-            with pytest.raises(WorkerCrashedError):
-                sup.client.call_tool("mcp_x_crash", {})
-            status = cli("status", endpoint=sup.endpoint)
-            called = cli("call", "mcp_x_crash", "{}", endpoint=sup.endpoint)
-            watched, _ = events.communicate(timeout=CLI_TIMEOUT)
-        finally:
-            events.kill()
-            events.wait()
-        assert "pwned" in status.stdout or "restarting" in status.stdout or "starting" in status.stdout
-        for shown in (status.stdout, status.stderr, called.stdout, called.stderr, watched, sup.log):
-            assert (
-                "\x1b" not in shown
-                and "\x07" not in shown
-                and "\u009b" not in shown
-                and "\u202e" not in shown
-            )
-        assert "\\x1b]0;pwned" in sup.log  # escaped, not dropped
+        with pytest.raises(WorkerCrashedError):
+            sup.client.call_tool("mcp_x_crash", {})
+        status = cli("status", endpoint=sup.endpoint)
+        called = cli("call", "mcp_x_crash", "{}", endpoint=sup.endpoint)
+        watched, _ = events.communicate(timeout=CLI_TIMEOUT)
     finally:
-        sup.stop()
+        events.kill()
+        events.wait()
+    assert "pwned" in status.stdout or "restarting" in status.stdout or "starting" in status.stdout
+    for shown in (status.stdout, status.stderr, called.stdout, called.stderr, watched, sup.log):
+        assert "\x1b" not in shown and "\x07" not in shown and "\u009b" not in shown and "\u202e" not in shown
+    assert "\\x1b]0;pwned" in sup.log  # escaped, not dropped

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,10 @@ SUPERVISOR = (sys.executable, "-m", "supervisor")
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
+def sup(start_module_supervisor: Start) -> SupervisorProcess:
     """One supervisor: ``test`` (resources and prompts), ``spare`` (restarted, stopped, started),
     ``crashy`` (crashes), ``hostile`` (writes garbage on stderr) and ``pool`` (two replicas)."""
-    running = SupervisorProcess(
-        tmp_path_factory.mktemp("cli_json"),
+    return start_module_supervisor(
         {
             "test": stdio_test_server(TEST_SERVER_RESOURCES=1, TEST_SERVER_STARTUP_STDERR=HELLO),
             "spare": stdio_test_server(),
@@ -43,11 +42,6 @@ def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]
             "pool": {**stdio_test_server(TEST_SERVER_STARTUP_STDERR="a replica starts"), "replicas": 2},
         },
     )
-    try:
-        running.wait_states()
-        yield running
-    finally:
-        running.stop()
 
 
 def cli(

@@ -38,6 +38,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SCENARIOS, LIST_ERROR = list_scenarios("server")
 
 
+# Its own start, not start_module_supervisor: the reference server starts before the supervisor (its
+# URL is in the config) and stops after it, with the facade stopped before either.
 class Stack:
     """The reference server, a supervisor holding it, and the one-server HTTP facade in front."""
 

@@ -34,6 +34,8 @@ print(json.dumps({"role": "assistant", "model": "test-sampler", "content": conte
 CONDITIONAL = ("get-roots-list", "trigger-elicitation-request", "trigger-sampling-request")
 
 
+# Its own fixture, not start_module_supervisor: the roots name the supervisor's own directory (read back
+# as everything.tmp), and the two HTTP servers start before the supervisor and stop after it.
 @pytest.fixture(scope="module")
 def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
     """server-everything as ``ev_stdio``, ``ev_sse`` and ``ev_http`` (roots and a sampling program

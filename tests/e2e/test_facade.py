@@ -55,19 +55,13 @@ OpenHost = Callable[..., AbstractAsyncContextManager[Client]]
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    sup = SupervisorProcess(
-        tmp_path_factory.mktemp("facade"),
+def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_module_supervisor(
         {
             "t": stdio_test_server(TEST_SERVER_RESOURCES=1, TEST_SERVER_STATE_DIR="{state}"),
             "u": stdio_test_server(TEST_SERVER_NAME="other"),
         },
     )
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        sup.stop()
 
 
 class Facades:
@@ -614,20 +608,17 @@ def _answers(endpoint: str) -> bool:
 
 
 async def test_a_facade_that_finds_no_supervisor_says_why_and_the_tools_arrive_when_one_answers(
-    tmp_path: Path,
+    start_supervisor: Callable[..., SupervisorProcess], tmp_path: Path
 ) -> None:
     endpoint = f"ipc://{tmp_path}/later/supervisor.sock"
     notes = LogNotes()
     async with stdio_host(endpoint, "--list-wait", "1", notes=notes) as host:
         assert (await host.list_tools()).tools == []
         assert any(f"no supervisor answers at {endpoint}" in text for text in notes.said), notes.said
-        sup = SupervisorProcess(tmp_path / "sup", {"a": stdio_test_server()}, endpoint=endpoint)
-        try:
-            with trio.fail_after(60):  # the supervisor starts, then the facade's dial finds it
-                while "mcp_a_echo" not in {t.name for t in (await host.list_tools()).tools}:
-                    await notes.wait_tools_changed(notes.tools_changed)
-        finally:
-            sup.stop()
+        start_supervisor({"a": stdio_test_server()}, wait=False, endpoint=endpoint)
+        with trio.fail_after(60):  # the supervisor starts, then the facade's dial finds it
+            while "mcp_a_echo" not in {t.name for t in (await host.list_tools()).tools}:
+                await notes.wait_tools_changed(notes.tools_changed)
 
 
 class LogNotes(Notes):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -31,21 +31,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
+def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
     everything = {"command": str(NODE), "args": [str(npm_package(EVERYTHING)), "stdio"], "sampling": "caller"}
-    sup = SupervisorProcess(
-        tmp_path_factory.mktemp("facade-clients"),
+    sup = start_module_supervisor(
         {
             "shell": {"command": sys.executable, "args": [str(SESSION_SERVER)], "scope": "client"},
             "ev": everything,
         },
     )
-    try:
-        sup.wait_states()
-        sup.wait_tools("mcp_ev_trigger-sampling-request", "mcp_ev_trigger-elicitation-request")
-        yield sup
-    finally:
-        sup.stop()
+    sup.wait_tools("mcp_ev_trigger-sampling-request", "mcp_ev_trigger-elicitation-request")
+    return sup
 
 
 @pytest.fixture

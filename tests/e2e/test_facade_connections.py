@@ -30,13 +30,8 @@ SLOW = 400  # trickling connections: more than the facade could hold
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    sup = SupervisorProcess(tmp_path_factory.mktemp("connections"), {"t": stdio_test_server()})
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        sup.stop()
+def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_module_supervisor({"t": stdio_test_server()})
 
 
 def _low_limit() -> None:
@@ -112,12 +107,14 @@ async def test_a_request_that_never_finishes_arriving_is_408_and_closed(
     assert time.monotonic() - started < HEAD_TIMEOUT * 3
 
 
-async def test_a_host_with_many_slow_calls_makes_no_other_host_overloaded(tmp_path: Path) -> None:
+async def test_a_host_with_many_slow_calls_makes_no_other_host_overloaded(
+    start_supervisor: Callable[..., SupervisorProcess], tmp_path: Path
+) -> None:
     """Admission counts per host session (maxCallsPerClient), though every host of a facade reaches
     the supervisor over the facade's one connection."""
-    sup = SupervisorProcess(
-        tmp_path / "sup",
+    sup = start_supervisor(
         {"t": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")},
+        wait=False,
         settings={"maxCallsPerClient": 3},
     )
     facade = HttpFacade(tmp_path, sup.endpoint, None)
@@ -140,7 +137,6 @@ async def test_a_host_with_many_slow_calls_makes_no_other_host_overloaded(tmp_pa
             nursery.cancel_scope.cancel()
     finally:
         facade.stop()
-        sup.stop()
 
 
 async def poll_async(check: Callable[[], bool]) -> None:

@@ -15,7 +15,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -56,13 +56,8 @@ MODERN_META: Final = {
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    sup = SupervisorProcess(tmp_path_factory.mktemp("first-answer"), {"t": stdio_test_server()})
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        sup.stop()
+def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_module_supervisor({"t": stdio_test_server()})
 
 
 def conversation(era: str) -> tuple[bytes, bytes]:

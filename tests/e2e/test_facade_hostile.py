@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,19 +140,17 @@ def shape(pages: Path, **answers: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+def rig(
+    start_module_supervisor: Callable[..., SupervisorProcess], tmp_path_factory: pytest.TempPathFactory
+) -> Rig:
     tmp = tmp_path_factory.mktemp("facade-hostile")
     listed, shaped = tmp / "listed.json", tmp / "shaped.json"
     tools = GOOD_TOOLS + [{"name": name, "inputSchema": OBJECT, **odd} for name, odd in HOST_REJECTS.items()]
     pages = {"tools": tools + REGISTRY_REJECTS, "resources": RESOURCES, "resourceTemplates": TEMPLATES}
     listed.write_text(json.dumps({**pages, "prompts": PROMPTS}))
     shape(shaped)
-    sup = SupervisorProcess(tmp, {"t": stdio_test_server(), "h": hostile(listed), "r": hostile(shaped)})
-    try:
-        sup.wait_states()
-        yield Rig(sup, shaped)
-    finally:
-        sup.stop()
+    sup = start_module_supervisor({"t": stdio_test_server(), "h": hostile(listed), "r": hostile(shaped)})
+    return Rig(sup, shaped)
 
 
 # ------------------------------------------------------------------ a host on stdio, by hand

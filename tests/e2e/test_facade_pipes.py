@@ -8,7 +8,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -27,15 +27,8 @@ STALL = 3.0  # seconds without a line written: the host's writes are held back
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    sup = SupervisorProcess(
-        tmp_path_factory.mktemp("pipes"), {"t": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")}
-    )
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        sup.stop()
+def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_module_supervisor({"t": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
 
 
 def start_facade(sup: SupervisorProcess, stderr: IO[bytes]) -> subprocess.Popen[bytes]:

@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -99,15 +99,12 @@ FUZZ = settings(
 
 
 @pytest.fixture(scope="module")
-def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    sup = SupervisorProcess(tmp_path_factory.mktemp("fuzz"), {"test": stdio_test_server()}, log_level="info")
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        pids = [pid for row in sup.status().values() for pid in (row.worker_pid, row.server_pid)]
-        assert sup.stop() == 0
-        poll("every worker and server to be gone", lambda: not [pid for pid in pids if alive(pid)], 10)
+def fuzzed(start_module_supervisor: Callable[..., SupervisorProcess]) -> Iterator[SupervisorProcess]:
+    sup = start_module_supervisor({"test": stdio_test_server()}, log_level="info")
+    yield sup
+    pids = [pid for row in sup.status().values() for pid in (row.worker_pid, row.server_pid)]
+    assert sup.stop() == 0
+    poll("every worker and server to be gone", lambda: not [pid for pid in pids if alive(pid)], 10)
 
 
 def test_generated_frames_at_the_front_socket_harm_nothing(fuzzed: SupervisorProcess) -> None:

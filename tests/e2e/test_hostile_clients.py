@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -104,13 +104,8 @@ MALFORMED: dict[str, tuple[bytes, int]] = {
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    sup = SupervisorProcess(tmp_path_factory.mktemp("hostile"), {"test": stdio_test_server()})
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        sup.stop()
+def target(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_module_supervisor({"test": stdio_test_server()})
 
 
 def logged(sup: SupervisorProcess, what: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -44,16 +44,12 @@ def hostile_server(pages: Path) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    tmp = tmp_path_factory.mktemp("hostile-input")
-    pages = tmp / "pages.json"
+def sup(
+    start_module_supervisor: Callable[..., SupervisorProcess], tmp_path_factory: pytest.TempPathFactory
+) -> SupervisorProcess:
+    pages = tmp_path_factory.mktemp("hostile-input") / "pages.json"
     pages.write_text(json.dumps({"tools": [ECHO], "prompts": [PROMPT]}))
-    process = SupervisorProcess(tmp, {"h": hostile_server(pages)})
-    try:
-        process.wait_states()
-        yield process
-    finally:
-        process.stop()
+    return start_module_supervisor({"h": hostile_server(pages)})
 
 
 def raw_request(sup: SupervisorProcess, request: CallTool | GetPrompt) -> FrontReply:

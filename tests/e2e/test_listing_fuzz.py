@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,16 +64,12 @@ ENTRIES = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def fuzz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SupervisorProcess, Path]]:
-    tmp = tmp_path_factory.mktemp("listing-fuzz")
-    pages = tmp / "pages.json"
+def fuzz(
+    start_module_supervisor: Callable[..., SupervisorProcess], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[SupervisorProcess, Path]:
+    pages = tmp_path_factory.mktemp("listing-fuzz") / "pages.json"
     pages.write_text(json.dumps({"tools": [{"name": "marker"}]}))
-    sup = SupervisorProcess(tmp, {"f": hostile(pages)}, log_level="info")
-    try:
-        sup.wait_states()
-        yield sup, pages
-    finally:
-        sup.stop()
+    return start_module_supervisor({"f": hostile(pages)}, log_level="info"), pages
 
 
 def usable(entries: list[Any]) -> set[str]:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,31 +42,22 @@ RUN_TIMEOUT = 60  # seconds for `run` to fail at start
 
 
 @pytest.fixture(scope="module")
-def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SupervisorProcess, int]]:
+def observed(start_module_supervisor: Start) -> tuple[SupervisorProcess, int]:
     """A supervisor with the listener on (controls off) and two test servers."""
     state = {"TEST_SERVER_STATE_DIR": "{state}"}
     servers = {"test": stdio_test_server(**state), "other": stdio_test_server(**state)}
-    sup = SupervisorProcess(tmp_path_factory.mktemp("observed"), servers, settings=METRICS)
-    try:
-        sup.wait_states()
-        yield sup, listening(sup)
-    finally:
-        sup.stop()
+    sup = start_module_supervisor(servers, settings=METRICS)
+    return sup, listening(sup)
 
 
 @pytest.fixture(scope="module")
-def controlled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SupervisorProcess, int]]:
+def controlled(start_module_supervisor: Start) -> tuple[SupervisorProcess, int]:
     """A supervisor with the controls on, its listener asked for by ``run --metrics``."""
     servers = {"test": stdio_test_server(), "spare": stdio_test_server()}
-    tmp = tmp_path_factory.mktemp("controlled")
-    sup = SupervisorProcess(
-        tmp, servers, settings={"statusControls": True}, args=["--metrics", "127.0.0.1:0"]
+    sup = start_module_supervisor(
+        servers, settings={"statusControls": True}, args=["--metrics", "127.0.0.1:0"]
     )
-    try:
-        sup.wait_states()
-        yield sup, listening(sup)
-    finally:
-        sup.stop()
+    return sup, listening(sup)
 
 
 def assert_unharmed(sup: SupervisorProcess, port: int) -> None:

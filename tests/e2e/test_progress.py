@@ -53,6 +53,8 @@ CLI_TIMEOUT = 60  # seconds for one CLI command
 Note = tuple[float, float | None, str | None]
 
 
+# Its own fixture, not start_module_supervisor: the HTTP server starts before the supervisor and
+# stops after it.
 @pytest.fixture(scope="module")
 def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
     """server-everything over stdio (``ev_stdio``) and streamable HTTP (``ev_http``), and the test server."""

@@ -254,7 +254,7 @@ def test_signal_to_run_leaves_no_worker_or_server_behind(
 
 def test_a_second_supervisor_on_the_same_endpoint_is_refused(start_supervisor: Start) -> None:
     sup = start_supervisor({"test": stdio_test_server()})
-    second = SupervisorProcess(sup.tmp / "second", {}, endpoint=sup.endpoint)
+    second = start_supervisor({}, wait=False, endpoint=sup.endpoint)
     assert second.process.wait(30) == 1
     second.stop()
     assert "already running" in second.log

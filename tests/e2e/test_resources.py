@@ -12,7 +12,7 @@ import base64
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -36,9 +36,8 @@ EV_DOC = "demo://resource/static/document/features.md"
 
 
 @pytest.fixture(scope="module")
-def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]:
-    process = SupervisorProcess(
-        tmp_path_factory.mktemp("resources"),
+def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_module_supervisor(
         {
             "ev": {"command": str(NODE), "args": [str(npm_package(EVERYTHING)), "stdio"], "toolTimeout": 20},
             "docs": stdio_test_server(TEST_SERVER_RESOURCES=1, TEST_SERVER_PAGE_SIZE=2),
@@ -49,11 +48,6 @@ def sup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SupervisorProcess]
             },
         },
     )
-    try:
-        process.wait_states()
-        yield process
-    finally:
-        process.stop()
 
 
 def cli(sup: SupervisorProcess, *args: str) -> subprocess.CompletedProcess[str]:

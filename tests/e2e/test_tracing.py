@@ -99,21 +99,15 @@ def traced_http(receiver: OtlpReceiver) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def traced(
-    receiver: OtlpReceiver, traced_http: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SupervisorProcess]:
+    receiver: OtlpReceiver, traced_http: str, start_module_supervisor: Callable[..., SupervisorProcess]
+) -> SupervisorProcess:
     """A supervisor with ``"tracing": true``; the traced server over stdio (``traced``) and over HTTP
-    (``remote``)."""
-    sup = SupervisorProcess(
-        tmp_path_factory.mktemp("tracing"),
+    (``remote``). Started after the receiver and the HTTP server, so stopped before them."""
+    return start_module_supervisor(
         {"traced": traced_stdio(receiver), "remote": {"url": traced_http}},
         env=exporting_to(receiver),
         settings={"tracing": True},
     )
-    try:
-        sup.wait_states()
-        yield sup
-    finally:
-        sup.stop()
 
 
 def spans_of(

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from supervisor.cli.exit_codes import CliError
 from supervisor.cli.facade_commands import parse_listen
-from supervisor.cli.supervisor_commands import CliError
 from supervisor.facade.hosts import HOSTS, Launch, entry
 from supervisor.facade.resources import template_pattern
 from supervisor.facade.run import BearerAuth

@@ -67,7 +67,10 @@ def test_the_command_line_parses_its_arguments_without_the_client_the_sdk_or_tri
     assert not {name.split(".")[0] for name in loaded} & heavy
     assert not loaded & {
         "supervisor.client.blocking",
-        "supervisor.cli.supervisor_commands",
+        "supervisor.cli.registry_commands",
+        "supervisor.cli.watch_commands",
+        "supervisor.cli.control_commands",
+        "supervisor.cli.keygen",
         "supervisor.cli.login",
         "supervisor.protocol",
     }

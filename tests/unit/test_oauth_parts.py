@@ -19,7 +19,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyUrl
 
 from supervisor.cli.login import parse_redirect
-from supervisor.cli.supervisor_commands import _token_left
+from supervisor.cli.watch_commands import _token_left
 from supervisor.config.load import Config, OAuthSpec, parse_config
 from supervisor.security.tokens import TokenFile, state_dir
 from workers.oauth import FileStorage

@@ -1,0 +1,278 @@
+"""The tools a host sees through the facade: ``tools/list`` and ``tools/call``, routed through the
+supervisor, or with ``search`` the two tools that search the registry and call a tool by name.
+
+Above: the MCP facade (``supervisor.facade.server``), which registers ``list_tools`` and
+``call_tool`` as its handlers and says when the registry's tools changed (``changed``). Below: the
+link to the supervisor (``supervisor.facade.upstream``), each host connection's own client
+(``supervisor.facade.callers``), the view of this facade and the registry search
+(``supervisor.facade.views``), and what a host's protocol version can take
+(``supervisor.facade.resources``: ``listable``, ``refusal``).
+
+A listing is kept until the tools change (per protocol version), and so is the search index. How
+calls map: routed through the supervisor with its deadline; the host's ``notifications/cancelled``
+cancels the routed call (the stub sends ``Cancel``, and the server gets its own
+``notifications/cancelled``); the server's progress reaches the host under the host's token; the
+result is relayed as the server sent it. A tool's own error is a result with ``isError``, and so are
+``UNAVAILABLE``, ``TIMEOUT``, ``WORKER_CRASHED`` and the other failures of the route, their text naming
+the server and what happened; an unknown tool and bad arguments are JSON-RPC errors. With ``single``,
+the host names the server's tools as the server does, and they are called by their prefixed names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+
+from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client.errors import SupervisorError
+from supervisor.facade.callers import Hosts
+from supervisor.facade.resources import complete, listable, refusal
+from supervisor.facade.upstream import SupervisorGone, Upstream
+from supervisor.facade.views import SearchIndex
+from supervisor.protocol import ToolInfo, ToolResult
+from supervisor.shared.names import free_name
+
+if TYPE_CHECKING:
+    from supervisor.facade.server import FacadeOptions
+
+__all__ = ["CALL_TOOL", "SEARCH_TOOL", "ServedTools"]
+
+log = logging.getLogger("mcp_supervisor.facade")
+
+SEARCH_TOOL: Final = "search_tools"
+CALL_TOOL: Final = "call_tool"
+JSONRPC_ERRORS: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
+
+
+class ServedTools:
+    """The facade's tool handlers over the supervisor's registry, as ``options`` show it."""
+
+    def __init__(self, options: FacadeOptions, client: Callable[[], Upstream], hosts: Hosts) -> None:
+        self.options = options
+        self._client = client  # the link to the supervisor (set before the facade serves)
+        self._hosts = hosts  # each host connection a client of its own, answering its server's requests
+        self._generation = 0  # grows with every change of the tools
+        self._listing: tuple[int, str, list[dict[str, Any]]] | None = None  # (generation, version, tools)
+        self._warned: set[str] = set()  # tools left out of a listing that were warned about
+        self._index: tuple[int, SearchIndex] | None = None
+        self._originals: tuple[int, dict[str, str]] | None = None  # with single: (version, name -> prefixed)
+
+    def changed(self) -> None:
+        """The registry's tools changed: the next listing and search are made anew."""
+        self._generation += 1
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> dict[str, Any]:
+        if self.options.search:
+            return complete(ctx, {"tools": _SEARCH_TOOLS})
+        upstream = self._client()
+        tools = await upstream.tools(self.options.list_wait)
+        if not upstream.connected:  # the host hears why it sees no tools (or only the last known ones)
+            await _tell_host(
+                ctx, "warning", f"{upstream.why}; the tools arrive when it answers (list_changed)"
+            )
+        elif self.options.single is not None and not any(t.server == self.options.single for t in tools):
+            missing = await self._missing_server(upstream, self.options.single)
+            if missing:
+                log.warning("%s", missing)
+                await _tell_host(ctx, "warning", missing)
+        listing, version = self._listing, ctx.protocol_version
+        if listing is None or listing[:2] != (self._generation, version):
+            single = self.options.single is not None
+            entries = [_tool_entry(tool, single) for tool in self.options.view.select(tools)]
+            entries = listable(ctx, "tools/list", entries, self._warned)  # less what this host cannot take
+            listing = self._listing = (self._generation, version, entries)
+        return complete(ctx, {"tools": listing[2]})
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        name, arguments = params.name, params.arguments or {}
+        if self.options.search:
+            if name == SEARCH_TOOL:
+                return await self._search(arguments)
+            if name != CALL_TOOL:
+                raise MCPError(
+                    types.INVALID_PARAMS, f"Unknown tool: {name} (tools: {SEARCH_TOOL}, {CALL_TOOL})"
+                )
+            name, arguments = _call_by_name(arguments)
+        upstream = self._client()
+        await upstream.wait_reached(self.options.list_wait)
+        if self.options.single is not None:
+            name = self._prefixed(upstream, self.options.single, name)
+        tool = upstream.find(name)
+        if not self.options.view.may_call(name, tool):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+        progress = _progress_to(ctx) if _wants_progress(ctx.params) else None
+
+        async def routed(host: AsyncSupervisorClient) -> types.CallToolResult:
+            try:
+                result = await host.call_tool(
+                    name, arguments, self.options.timeout, raise_on_error=False, progress=progress
+                )
+            except SupervisorError as exc:
+                if exc.code in JSONRPC_ERRORS:
+                    raise MCPError(types.INVALID_PARAMS, exc.message or str(exc)) from exc
+                return _error_result(f"{exc.code or 'ERROR'}: {exc.message or exc}")
+            return self._relayed(ctx, tool, result)
+
+        try:
+            async with upstream.calling() as client:
+                return await self._hosts.call(ctx, params, client, routed)
+        except SupervisorGone as exc:
+            return _error_result(f"UNAVAILABLE: {exc}")
+
+    @staticmethod
+    async def _missing_server(upstream: Upstream, server: str) -> str:
+        """Why a facade of one server shows no tools, when it is that the supervisor has no such server."""
+        try:
+            async with upstream.calling() as client:
+                names = [row.server for row in await client.status()]
+        except (SupervisorGone, SupervisorError):
+            return ""
+        if server in names:
+            return ""
+        return f"the supervisor has no server named {server!r} (servers: {', '.join(names) or 'none'})"
+
+    def _prefixed(self, upstream: Upstream, server: str, name: str) -> str:
+        """The registry's name of ``server``'s tool ``name`` (by the registry's own rule when it does
+        not list the tool now: its server restarting, say)."""
+        originals = self._originals
+        if originals is None or originals[0] != upstream.version:
+            table = {tool.original_name: tool.name for tool in upstream.listed() if tool.server == server}
+            originals = self._originals = (upstream.version, table)
+        return originals[1].get(name) or free_name(server, name, ())
+
+    def _relayed(
+        self, ctx: ServerRequestContext[Any, Any], tool: ToolInfo | None, result: ToolResult
+    ) -> types.CallToolResult:
+        """A routed call's result as the host gets it (or why it cannot take it)."""
+        wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
+        if result.structured_content is not None:
+            wire["structuredContent"] = result.structured_content
+        why = refusal(ctx.protocol_version, "tools/call", wire, types.CallToolResult)
+        if why is not None:  # the SDK would answer the host "Handler returned an invalid result"
+            server = tool.server if tool is not None else "?"
+            return _error_result(
+                f"SERVER_ERROR: server {server!r} returned a result MCP hosts cannot take ({why})"
+            )
+        return types.CallToolResult.model_validate(wire, by_name=False)
+
+    async def _search(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        query, limit = arguments.get("query"), arguments.get("limit", self.options.search_limit)
+        if not isinstance(query, str) or not query.strip():
+            raise MCPError(types.INVALID_PARAMS, f"{SEARCH_TOOL}: 'query' must be a non-empty string")
+        if type(limit) is not int or not 1 <= limit <= 100:
+            raise MCPError(types.INVALID_PARAMS, f"{SEARCH_TOOL}: 'limit' must be an integer from 1 to 100")
+        upstream = self._client()
+        tools = self.options.view.select(await upstream.tools(self.options.list_wait))
+        index = self._index
+        if index is None or index[0] != self._generation:
+            index = self._index = (self._generation, SearchIndex.build(tools))
+        hits = index[1].search(query, limit)
+        found = [{**_tool_entry(hit.tool), "score": round(hit.score, 3)} for hit in hits]
+        if not upstream.connected and not found:
+            return _error_result(f"UNAVAILABLE: {upstream.why}")
+        structured = {"tools": found}
+        # The text is the same JSON (as MCP asks of structured results): a host that shows the model
+        # only the text still gives it the input schemas that call_tool needs.
+        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        if not found:
+            text = f"no tool matches {query!r}; try other words"
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=structured
+        )
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _tool_entry(tool: ToolInfo, original: bool = False) -> dict[str, Any]:
+    name = tool.original_name if original else tool.name
+    entry: dict[str, Any] = {"name": name, "inputSchema": tool.input_schema or {"type": "object"}}
+    if tool.description:
+        entry["description"] = tool.description
+    if tool.title is not None:
+        entry["title"] = tool.title
+    if tool.output_schema is not None:
+        entry["outputSchema"] = tool.output_schema
+    if tool.annotations is not None:
+        entry["annotations"] = tool.annotations
+    return entry
+
+
+_SEARCH_TOOLS: Final[list[dict[str, Any]]] = [
+    {
+        "name": SEARCH_TOOL,
+        "description": "Search the available tools by what they do. Returns the best matches with their "
+        "names, descriptions and input schemas; then call one with call_tool.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "words describing the task or the tool"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most (10)"},
+            },
+            "required": ["query"],
+        },
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": CALL_TOOL,
+        "description": "Call a tool found with search_tools, by its exact name, with arguments that match "
+        "its input schema.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "the tool's name, as search_tools gave it"},
+                "arguments": {"type": "object", "description": "the tool's arguments"},
+            },
+            "required": ["name"],
+        },
+    },
+]
+
+
+def _call_by_name(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    name, inner = arguments.get("name"), arguments.get("arguments", {})
+    if not isinstance(name, str) or not name:
+        raise MCPError(types.INVALID_PARAMS, f"{CALL_TOOL}: 'name' must be a tool's name (see {SEARCH_TOOL})")
+    if not isinstance(inner, dict):
+        raise MCPError(types.INVALID_PARAMS, f"{CALL_TOOL}: 'arguments' must be an object")
+    return name, inner
+
+
+def _wants_progress(params: Mapping[str, Any] | None) -> bool:
+    meta = params.get("_meta") if params else None
+    return isinstance(meta, Mapping) and meta.get("progressToken") is not None
+
+
+def _progress_to(ctx: ServerRequestContext[Any, Any]) -> Any:
+    session = ctx.session
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await session.report_progress(progress, total, message)
+
+    return relay
+
+
+async def _tell_host(ctx: ServerRequestContext[Any, Any], level: types.LoggingLevel, text: str) -> None:
+    """A log message to the host about its request (``notifications/message``; on 2026-07-28 only if
+    the request asked for log messages at that level)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging: deprecated on 2026-07-28
+            await ctx.session.send_log_message(level, text, "mcp-supervisor", ctx.request_id)
+    except Exception as exc:  # boundary: a host that cannot be told is still answered
+        log.debug("could not tell the host (%s: %s)", type(exc).__name__, exc)
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
