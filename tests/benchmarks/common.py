@@ -27,7 +27,7 @@ from supervisor.client.errors import SupervisorUnreachableError
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 120.0  # seconds for the supervisor and every server to become ready
 STOP_TIMEOUT = 20.0  # seconds for the supervisor to exit after SIGINT
-CLI = "import sys; from supervisor.cli.main import main; sys.exit(main())"
+CLI = ("-m", "supervisor")  # the command, from whichever source tree is first on the path
 
 AsyncCall = Callable[[], Awaitable[object]]
 
@@ -71,7 +71,7 @@ def launch_supervisor(
     config = tmp / "mcp.json"
     config.write_text(json.dumps({"mcpServers": servers, **(extra or {})}))
     endpoint = f"ipc://{tmp / 's.sock'}"
-    command = [sys.executable, "-c", CLI, "run", str(config), "--endpoint", endpoint]
+    command = [sys.executable, *CLI, "run", str(config), "--endpoint", endpoint]
     if source != REPO:
         env = {**(os.environ if env is None else env), "PYTHONPATH": str(source)}
     with open(tmp / "supervisor.log", "wb") as log:
