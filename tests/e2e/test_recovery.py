@@ -84,23 +84,27 @@ def test_calls_every_50_ms_through_a_kill_9_of_the_server_lose_only_the_call_in_
     inflight = _call_in_thread(sup, "mcp_test_slow", {"seconds": 60, "tag": "inflight"}, timeout=60)
     _wait_started(sup.state_dir, "inflight")
     answers: list[str] = []
-    failures: list[SupervisorError] = []
+    failures: list[SupervisorError] = []  # calls sent after the kill began that failed
+    lost: list[SupervisorError] = []  # calls sent before it: the server may have had one of them
+    killing = threading.Event()
     killed = threading.Event()
 
     def caller() -> None:
         with SupervisorClient(sup.endpoint) as client:
             i = 0
             while not killed.is_set() or len(answers) < 40:  # on until well past the restart
+                before_kill = not killing.is_set()
                 try:
                     answers.append(client.call_tool("mcp_test_echo", {"text": f"n{i}"}, timeout=20).text)
                 except SupervisorError as exc:
-                    failures.append(exc)
+                    (lost if before_kill else failures).append(exc)
                 i += 1
                 time.sleep(0.05)  # a host calling every 50 ms (pacing, not waiting for a state)
 
     thread = threading.Thread(target=caller, daemon=True)
     thread.start()
     poll("the first answers", lambda: len(answers) >= 3, 20)
+    killing.set()
     os.kill(before.server_pid or 0, signal.SIGKILL)
     killed.set()
     thread.join(60)
@@ -111,7 +115,12 @@ def test_calls_every_50_ms_through_a_kill_9_of_the_server_lose_only_the_call_in_
     assert "server process was killed by SIGKILL (signal 9); its worker exited with code 3" in str(error)
     assert str(error).index("server process") < str(error).index("worker exited")
     assert failures == []  # not one call made around the restart was lost
-    assert answers == [f"n{i}" for i in range(len(answers))]
+    # A busy machine may have the echo sent just before the kill still in the server: that call was
+    # in flight too, and fails as the slow one does; no other call may.
+    assert len(lost) <= 1 and all(isinstance(exc, WorkerCrashedError) for exc in lost), lost
+    numbers = [int(text[1:]) for text in answers]  # every call answered in order, once, but the lost
+    assert len(numbers) >= 40 and numbers == sorted(set(numbers))
+    assert numbers[0] == 0 and numbers[-1] + 1 == len(numbers) + len(lost)
     after = sup.status()["test"]
     assert after.restarts == 1 and after.server_pid != before.server_pid
 
