@@ -45,12 +45,11 @@ import contextlib
 import math
 import threading
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
+from typing import Final, Self, TypeVar
 
 import msgspec
 import zmq
 
-from supervisor.adapters.formats import anthropic_tool, openai_tool
 from supervisor.client.answers import Handler, answer_failed, answer_with, request_params
 from supervisor.client.dial import dial, no_answer, unreachable
 from supervisor.client.errors import SupervisorAuthenticationError, SupervisorError
@@ -64,59 +63,20 @@ from supervisor.protocol import (
     CallProgress,
     FrontReply,
     FrontRequest,
-    FrontStats,
     ProgressCallback,
-    PromptInfo,
-    PromptResult,
-    ReloadSummary,
-    ResourceInfo,
-    ResourceResult,
-    ResourceTemplateInfo,
     ServerRequest,
-    ServerStatus,
     ToolInfo,
-    ToolResult,
     decode_front_reply,
     encode,
 )
 from supervisor.security.curve import HandshakeWatch
-from supervisor.security.keys import ClientKeys
 from supervisor.shared.sockets import new_dealer
 
-if TYPE_CHECKING:
-    from supervisor.client.aio import AsyncSupervisorClient
-
-__all__ = [  # the types its methods name, importable from here too (as from ``supervisor.client``)
-    "AsyncSupervisorClient",
-    "ClientKeys",
-    "FrontStats",
-    "ProgressCallback",
-    "PromptInfo",
-    "PromptResult",
-    "ReloadSummary",
-    "ResourceInfo",
-    "ResourceResult",
-    "ResourceTemplateInfo",
-    "ServerStatus",
-    "SupervisorClient",
-    "ToolInfo",
-    "ToolResult",
-    "anthropic_tool",
-    "openai_tool",
-]
+__all__ = ["SupervisorClient"]
 
 POLL_SLICE_MS: Final = 100  # a waiting call notices a close() from another thread this soon
 
 _T = TypeVar("_T")
-
-
-def __getattr__(name: str) -> Any:
-    """``AsyncSupervisorClient``, loaded (with anyio) only when asked for."""
-    if name == "AsyncSupervisorClient":
-        from supervisor.client.aio import AsyncSupervisorClient
-
-        return AsyncSupervisorClient
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SupervisorClient(StubBase):

@@ -58,8 +58,8 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
 
+from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.client.answers import ELICITATION, SAMPLING, Handler
-from supervisor.client.blocking import AsyncSupervisorClient
 
 __all__ = ["Hosts"]
 

@@ -30,7 +30,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.client.errors import SupervisorError
 from supervisor.facade.callers import Hosts
 from supervisor.facade.resources import complete, listable, refusal

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import trio
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from tests.benchmarks.common import (
     REPO,
     STDIO_SERVERS,

@@ -48,7 +48,7 @@ import msgspec
 import trio
 from mcp import Client
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.protocol import CallResult, CallTool, encode
 from tests.benchmarks.common import (
     REPO,

@@ -45,7 +45,7 @@ from typing import Any
 import trio
 from mcp import Client
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from tests.benchmarks.common import (
     REPO,
     STDIO_SERVERS,

@@ -67,7 +67,7 @@ import msgspec
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.ops.metrics.meter import CallMeter
 from supervisor.protocol import ToolResult, encode
 from tests.benchmarks.common import (

@@ -88,7 +88,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from tests.benchmarks.common import (
     EVERYTHING,
     NODE,

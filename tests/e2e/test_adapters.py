@@ -23,7 +23,7 @@ from supervisor.adapters import (
     openai_tool_message,
 )
 from supervisor.adapters.langchain import SupervisorTool, SupervisorToolkit
-from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client import AsyncSupervisorClient
 from supervisor.client.errors import (
     InvalidArgumentsError,
     ToolExecutionError,

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 import trio
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.client.errors import ServerError, ToolTimeoutError
 from supervisor.protocol import Answer, CallResult, ErrorReply, ServerRequest, ToolResult, encode
 from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, npm_package, poll, raw_call, raw_client

@@ -12,7 +12,7 @@ import pytest
 import trio
 import zmq
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.client.errors import (
     InvalidArgumentsError,
     ServerError,

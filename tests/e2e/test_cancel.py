@@ -27,7 +27,7 @@ import anyio
 import pytest
 import trio
 
-from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client import AsyncSupervisorClient
 from supervisor.protocol import (
     Cancel,
     Done,

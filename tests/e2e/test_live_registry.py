@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client import AsyncSupervisorClient
 from supervisor.protocol import RegistryChanged, StateChanged
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 import trio
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.client.errors import BadRequestError, SupervisorError
 from supervisor.client.watch import EventWatch
 from supervisor.protocol import CallResult, CallTool, ErrorReply, RegistryChanged, ServerStatus, ToolResult

@@ -21,7 +21,7 @@ import pytest
 import trio
 import zmq
 
-from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client import AsyncSupervisorClient
 from supervisor.client.errors import ServerError, ToolExecutionError, ToolTimeoutError, WorkerCrashedError
 from supervisor.protocol import (
     CallProgress,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client import AsyncSupervisorClient
 from supervisor.client.errors import BadRequestError, SupervisorError, UnknownToolError, WorkerCrashedError
 from supervisor.protocol import ReloadSummary
 from supervisor.shared.processes import children

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 import trio
 
-from supervisor.client.blocking import AsyncSupervisorClient
+from supervisor.client import AsyncSupervisorClient
 from supervisor.client.errors import (
     BadRequestError,
     InvalidArgumentsError,

@@ -22,8 +22,8 @@ import pytest
 import trio
 import zmq
 
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.client.aio_events import AsyncEventWatch
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
 from supervisor.client.errors import SupervisorAuthenticationError
 from supervisor.client.watch import EventWatch
 from supervisor.protocol import Ping, StateChanged, encode

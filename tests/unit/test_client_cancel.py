@@ -14,7 +14,7 @@ import pytest
 import trio
 import zmq
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 from supervisor.client.exchanges import Requests
 from supervisor.protocol import (
     CallProgress,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from supervisor.client.blocking import AsyncSupervisorClient, SupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorClient
 
 LIFECYCLE = {"close"}  # the blocking client's; the async one closes on leaving ``async with``
 
