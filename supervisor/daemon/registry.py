@@ -1,11 +1,9 @@
 """The unified tool registry: prefixed name -> (server, original tool).
 
-Names follow ``mcp_{server}_{tool}``: every character outside ``[A-Za-z0-9_-]``
-becomes ``_``, runs of ``_`` collapse, leading and trailing ``_`` go, and the
-result is cut at 64 characters. Calls are routed by looking the name up here,
-never by splitting it. No tool vanishes silently: when two tools map to one
-name, the later one gets a stable suffix derived from (server, tool) and a
-warning is logged. A tool whose ``inputSchema`` is not a valid JSON Schema
+Names follow ``mcp_{server}_{tool}``, made safe and unique by ``supervisor.shared.names``. Calls
+are routed by looking the name up here, never by splitting it. No tool vanishes silently: when two
+tools map to one name, the later one gets a stable suffix derived from (server, tool) and a warning
+is logged. A tool whose ``inputSchema`` is not a valid JSON Schema
 object is left out with a warning naming the server and the tool (a worker
 already leaves such tools out when it lists them, ``workers.listing``, with the
 same ``schema_problem`` of ``supervisor.shared.schemas``: this is the registry's own guard). A tool its
@@ -21,26 +19,10 @@ from dataclasses import dataclass
 
 from supervisor.config.tool_filters import tool_allowed
 from supervisor.protocol import ToolInfo, WorkerTool
-from supervisor.shared.names import (
-    MAX_NAME_LENGTH,
-    free_name,
-    prefixed_name,
-    prefixed_names,
-    sanitize,
-    server_of,
-)
-from supervisor.shared.schemas import json_schema_problem, schema_problem
+from supervisor.shared.names import free_name, prefixed_name
+from supervisor.shared.schemas import schema_problem
 
-__all__ = [
-    "MAX_NAME_LENGTH",
-    "Registry",
-    "json_schema_problem",
-    "prefixed_name",
-    "prefixed_names",
-    "sanitize",
-    "schema_problem",
-    "server_of",
-]
+__all__ = ["Diff", "Registry", "Route", "repeatable"]
 
 log = logging.getLogger("mcp_supervisor.registry")
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.daemon.registry import schema_problem
+from supervisor.shared.schemas import schema_problem
 from tests.e2e.harness import SupervisorProcess, poll
 from tests.e2e.test_listing import CONTROL, deep_schema, hostile
 from tests.hostile import json_values

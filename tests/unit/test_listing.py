@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_types import Prompt
 
-from supervisor.daemon.registry import schema_problem
+from supervisor.shared.schemas import schema_problem
 from tests.hostile import json_values
 from workers.listing import (
     MAX_ENTRY_DEPTH,

@@ -8,17 +8,10 @@ from typing import Any
 
 import pytest
 
-from supervisor.daemon.registry import (
-    MAX_NAME_LENGTH,
-    Registry,
-    Route,
-    prefixed_name,
-    prefixed_names,
-    sanitize,
-    schema_problem,
-    server_of,
-)
+from supervisor.daemon.registry import Registry, Route
 from supervisor.protocol import WorkerTool
+from supervisor.shared.names import MAX_NAME_LENGTH, prefixed_name, prefixed_names, sanitize, server_of
+from supervisor.shared.schemas import schema_problem
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
