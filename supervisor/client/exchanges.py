@@ -76,7 +76,7 @@ from supervisor.protocol import (
     ToolResult,
     Unsubscribe,
 )
-from supervisor.shared import tracing
+from supervisor.shared import trace_context, tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -193,7 +193,7 @@ class Requests:
         progress: ProgressCallback | None,
     ) -> Exchange[ToolResult]:
         span = tracing.client_span(name)  # None: the application has no trace to join
-        traceparent, tracestate = ("", "") if span is None else tracing.wire_context(span)
+        traceparent, tracestate = ("", "") if span is None else trace_context.wire_context(span)
         request = CallTool(
             id=next(self._ids),
             name=name,

@@ -49,7 +49,7 @@ from supervisor.protocol import (
     Invoke,
     encode,
 )
-from supervisor.shared import tracing
+from supervisor.shared import trace_context, tracing
 from supervisor.shared.names import server_of
 from supervisor.shared.sockets import Unroutable
 
@@ -161,7 +161,7 @@ class Router:
         )
         if pending.span is not None:
             tracing.routed(pending.span, server, tool)
-            invoke.traceparent, invoke.tracestate = tracing.wire_context(pending.span)
+            invoke.traceparent, invoke.tracestate = trace_context.wire_context(pending.span)
         return encode(invoke)
 
     def _wait(self, caller: bytes, request: CallTool, server: Server, client: str, budget: float) -> None:

@@ -1,8 +1,9 @@
 """The W3C trace context on the wire: ``traceparent`` and ``tracestate`` strings checked, read into an
 OpenTelemetry context, and written from a span.
 
-Above: ``supervisor.shared.tracing`` (its spans join and pass on the context with these), and through
-it the client stubs, the router and the workers; ``supervisor.protocol``'s tests hold the wire's field
+Above: ``supervisor.shared.tracing`` (its spans join a caller's context, and pass theirs on in an MCP
+request's ``_meta``), the client stubs and the router (``wire_context``: a span's context into the
+``CallTool`` or ``Invoke`` they send); ``supervisor.protocol``'s tests hold the wire's field
 limits to ``MAX_TRACEPARENT`` and ``MAX_TRACESTATE``. Below: the OpenTelemetry API, imported only when
 a context is read or written. One that is not valid, or too long, is ignored: never an error, never
 passed on.

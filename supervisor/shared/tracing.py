@@ -19,8 +19,8 @@ else, and no OpenTelemetry module is even imported by the supervisor or by the c
 stub traces only when the application has imported OpenTelemetry itself).
 
 Trace context crosses ZeroMQ as W3C ``traceparent`` and ``tracestate`` strings, read and written by
-``supervisor.shared.trace_context`` (its names are importable from here too). One that is not valid
-(``valid_traceparent``, ``valid_tracestate``), or too long, is ignored: never an error, never passed on.
+``supervisor.shared.trace_context``. One that is not valid, or too long, is ignored: never an error,
+never passed on.
 """
 
 from __future__ import annotations
@@ -33,15 +33,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
-from supervisor.shared.trace_context import (
-    MAX_TRACEPARENT,
-    MAX_TRACESTATE,
-    parent,
-    valid_traceparent,
-    valid_tracestate,
-    wire_context,
-)
-from supervisor.shared.trace_context import meta as _meta
+from supervisor.shared.trace_context import meta, parent
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -50,8 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTRA",
-    "MAX_TRACEPARENT",
-    "MAX_TRACESTATE",
     "SUPERVISOR_FLUSH_TIMEOUT",
     "SUPERVISOR_SERVICE",
     "WORKER_FLUSH_TIMEOUT",
@@ -62,7 +52,6 @@ __all__ = [
     "end_route",
     "on",
     "outcome",
-    "parent",
     "route_span",
     "routed",
     "sending",
@@ -70,9 +59,6 @@ __all__ = [
     "start",
     "stop",
     "traced",
-    "valid_traceparent",
-    "valid_tracestate",
-    "wire_context",
 ]
 
 log = logging.getLogger("mcp_supervisor")
@@ -285,7 +271,7 @@ def _sending(method: str, target: str) -> Iterator[dict[str, str]]:
     assert _tracer is not None, "tracing is not started"
     name, attributes = f"MCP send {method} {target}", {METHOD: method}
     with _tracer.start_as_current_span(name, None, SpanKind.CLIENT, attributes) as span:
-        yield _meta(span)
+        yield meta(span)
 
 
 # ---------------------------------------------------------------- the client stub's spans

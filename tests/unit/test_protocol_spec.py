@@ -53,7 +53,7 @@ from supervisor.protocol import (
 )
 from supervisor.protocol.codec import _Message
 from supervisor.protocol.spec import Model, Table, check, hex_examples, main, parse, update
-from supervisor.shared import tracing
+from supervisor.shared import trace_context
 from supervisor.shared.names import MAX_NAME_LENGTH
 from supervisor.shared.sockets import EVENTS_HWM, MAX_MESSAGE_SIZE
 from workers.progress import PROGRESS_BURST, PROGRESS_INTERVAL
@@ -80,8 +80,8 @@ LIMITS: dict[str, float] = {
     "progress burst": PROGRESS_BURST,
     "log lines": LOG_LIMIT,
     "shutdown grace": MAX_GRACE,
-    "traceparent": tracing.MAX_TRACEPARENT,
-    "tracestate": tracing.MAX_TRACESTATE,
+    "traceparent": trace_context.MAX_TRACEPARENT,
+    "tracestate": trace_context.MAX_TRACESTATE,
     "tool name": MAX_NAME_LENGTH,
 }
 CLIENT_WAITS: dict[str, float] = {

@@ -29,7 +29,7 @@ from opentelemetry.util._once import Once
 from supervisor.client.exchanges import Requests
 from supervisor.daemon import lifecycle as daemon
 from supervisor.protocol import CallResult, CallTool, ErrorReply, ToolResult, decode_front_request, encode
-from supervisor.shared import tracing
+from supervisor.shared import trace_context, tracing
 from tests.otel import sdk_provider
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -59,7 +59,7 @@ def oracle(value: str) -> bool:
     ],
 )
 def test_a_w3c_traceparent_is_valid(value: str) -> None:
-    assert tracing.valid_traceparent(value)
+    assert trace_context.valid_traceparent(value)
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_a_w3c_traceparent_is_valid(value: str) -> None:
     ],
 )
 def test_anything_else_is_not_a_valid_traceparent(value: str) -> None:
-    assert not tracing.valid_traceparent(value)
+    assert not trace_context.valid_traceparent(value)
 
 
 near_traceparents = st.builds(
@@ -100,14 +100,14 @@ valid_traceparents = st.builds(
 
 @given(st.one_of(st.text(), near_traceparents, valid_traceparents))
 def test_traceparent_validation_never_raises_and_accepts_exactly_the_w3c_ones(value: str) -> None:
-    assert tracing.valid_traceparent(value) is oracle(value)
+    assert trace_context.valid_traceparent(value) is oracle(value)
 
 
 @given(valid_traceparents.filter(lambda value: value.startswith("00-")))
 def test_a_valid_traceparent_comes_back_out_as_it_went_in(value: str) -> None:
-    context = tracing.parent(value)
+    context = trace_context.parent(value)
     assert context is not None
-    assert tracing.wire_context(trace.get_current_span(context)) == (value, "")
+    assert trace_context.wire_context(trace.get_current_span(context)) == (value, "")
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_a_valid_traceparent_comes_back_out_as_it_went_in(value: str) -> None:
     ],
 )
 def test_a_w3c_tracestate_is_valid(value: str) -> None:
-    assert tracing.valid_tracestate(value)
+    assert trace_context.valid_tracestate(value)
 
 
 @pytest.mark.parametrize(
@@ -139,12 +139,12 @@ def test_a_w3c_tracestate_is_valid(value: str) -> None:
     ],
 )
 def test_a_malformed_or_too_long_tracestate_is_not_valid(value: str) -> None:
-    assert not tracing.valid_tracestate(value)
+    assert not trace_context.valid_tracestate(value)
 
 
 @given(st.text(max_size=700))
 def test_tracestate_validation_never_raises(value: str) -> None:
-    assert tracing.valid_tracestate(value) in (True, False)
+    assert trace_context.valid_tracestate(value) in (True, False)
 
 
 class Recorded(logging.Handler):
@@ -173,27 +173,27 @@ def test_any_tracestate_is_taken_or_dropped_without_a_word_from_opentelemetry(va
     logger = logging.getLogger("opentelemetry")
     logger.addHandler(recorded)
     try:
-        context = tracing.parent(TRACEPARENT, value)
+        context = trace_context.parent(TRACEPARENT, value)
     finally:
         logger.removeHandler(recorded)
     assert recorded.records == []  # a client cannot fill the supervisor's log with OpenTelemetry's warnings
     assert context is not None
-    state = tracing.wire_context(trace.get_current_span(context))[1]
-    assert state == ("" if not tracing.valid_tracestate(value) else state)
-    assert tracing.valid_tracestate(state)
+    state = trace_context.wire_context(trace.get_current_span(context))[1]
+    assert state == ("" if not trace_context.valid_tracestate(value) else state)
+    assert trace_context.valid_tracestate(state)
 
 
 def test_a_tracestate_goes_with_a_valid_traceparent_and_a_bad_one_is_dropped_alone() -> None:
-    good = tracing.parent(TRACEPARENT, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
+    good = trace_context.parent(TRACEPARENT, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
     assert good is not None
-    assert tracing.wire_context(trace.get_current_span(good)) == (
+    assert trace_context.wire_context(trace.get_current_span(good)) == (
         TRACEPARENT,
         "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
     )
-    bad_state = tracing.parent(TRACEPARENT, "not a tracestate")
+    bad_state = trace_context.parent(TRACEPARENT, "not a tracestate")
     assert bad_state is not None
-    assert tracing.wire_context(trace.get_current_span(bad_state)) == (TRACEPARENT, "")
-    assert tracing.parent("garbage", "rojo=1") is None
+    assert trace_context.wire_context(trace.get_current_span(bad_state)) == (TRACEPARENT, "")
+    assert trace_context.parent("garbage", "rojo=1") is None
 
 
 def test_our_wire_context_is_what_the_w3c_propagator_writes_and_reads() -> None:
@@ -208,15 +208,15 @@ def test_our_wire_context_is_what_the_w3c_propagator_writes_and_reads() -> None:
     span = NonRecordingSpan(context)
     carrier: dict[str, str] = {}
     propagator.inject(carrier, trace.set_span_in_context(span))
-    assert tracing.wire_context(span) == (carrier["traceparent"], carrier["tracestate"])
-    ours = tracing.parent(carrier["traceparent"], carrier["tracestate"])
+    assert trace_context.wire_context(span) == (carrier["traceparent"], carrier["tracestate"])
+    ours = trace_context.parent(carrier["traceparent"], carrier["tracestate"])
     assert ours is not None
     theirs = trace.get_current_span(propagator.extract(carrier)).get_span_context()
     assert trace.get_current_span(ours).get_span_context() == theirs
 
 
 def test_an_invalid_span_has_no_wire_context() -> None:
-    assert tracing.wire_context(trace.INVALID_SPAN) == ("", "")
+    assert trace_context.wire_context(trace.INVALID_SPAN) == ("", "")
 
 
 # ---------------------------------------------------------------- the client stub
@@ -279,7 +279,7 @@ def test_with_an_sdk_provider_a_call_is_a_client_span_whose_context_goes_on_the_
     assert isinstance(request, CallTool)
     ids = call.context
     assert request.traceparent == f"00-{ids.trace_id:032x}-{ids.span_id:016x}-{ids.trace_flags:02x}"
-    assert tracing.valid_traceparent(request.traceparent)
+    assert trace_context.valid_traceparent(request.traceparent)
 
 
 def test_a_call_that_fails_ends_its_client_span_with_the_error_code() -> None:
