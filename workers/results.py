@@ -16,9 +16,9 @@ import msgspec
 from mcp_types import CallToolResult
 
 from supervisor.protocol import ToolResult, total_decoder
-from supervisor.shared.content import EMPTY_TEXT, render_text
+from supervisor.shared.content import render_text
 
-__all__ = ["EMPTY_TEXT", "InvalidResult", "decode_tool_result", "render_text", "to_tool_result"]
+__all__ = ["InvalidResult", "decode_tool_result", "to_tool_result"]
 
 # The string fields each kind of content item must have (an embedded resource: an object).
 _ITEM_FIELDS: Final[dict[str, tuple[str, ...]]] = {

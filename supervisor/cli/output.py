@@ -31,7 +31,6 @@ __all__ = [
     "print_json",
     "print_json_line",
     "print_table",
-    "printable",
     "printable_lines",
 ]
 

@@ -20,8 +20,9 @@ from typing import Any
 import msgspec
 
 from supervisor.cli.exit_codes import CliError, ExitCode
-from supervisor.cli.output import print_failure, print_json, print_table, printable, printable_lines
+from supervisor.cli.output import print_failure, print_json, print_table, printable_lines
 from supervisor.client.blocking import SupervisorClient
+from supervisor.shared.terminal import printable
 
 __all__ = [
     "cmd_call",

@@ -31,11 +31,12 @@ import msgspec
 
 from supervisor.cli.arguments import FOLLOW_INTERVAL
 from supervisor.cli.exit_codes import CliError, ExitCode
-from supervisor.cli.output import print_json, print_json_line, print_table, printable
+from supervisor.cli.output import print_json, print_json_line, print_table
 from supervisor.client.blocking import SupervisorClient
 from supervisor.client.errors import SupervisorAuthenticationError, SupervisorUnreachableError
 from supervisor.client.watch import PublicEvent, message_data
 from supervisor.protocol import LOG_LIMIT, LogLine, ResourceUpdated, ServerMessage, StateChanged
+from supervisor.shared.terminal import printable
 
 __all__ = ["cmd_events", "cmd_logs", "cmd_status", "cmd_wait", "format_line"]
 

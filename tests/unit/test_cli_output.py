@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from supervisor.cli.exit_codes import EXIT_CODES, CliError, ExitCode, exit_code_for
 from supervisor.cli.main import build_parser, main
-from supervisor.cli.output import print_json, print_json_line, printable
+from supervisor.cli.output import print_json, print_json_line
 from supervisor.protocol import ERROR_CODES
+from supervisor.shared.terminal import printable
 
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 

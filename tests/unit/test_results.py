@@ -22,7 +22,8 @@ from mcp_types import (
 )
 
 from supervisor.protocol import ToolResult, encode
-from workers.results import EMPTY_TEXT, InvalidResult, decode_tool_result, render_text, to_tool_result
+from supervisor.shared.content import EMPTY_TEXT, render_text
+from workers.results import InvalidResult, decode_tool_result, to_tool_result
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()  # 24 bytes, no padding
 WAV = base64.b64encode(b"RIFF" + b"\x00" * 8).decode()  # 12 bytes, no padding
