@@ -8,7 +8,6 @@ field), a byte offset turned into a line and column (``position``), control char
 messages name.
 """
 
-import difflib
 import math
 import re
 from collections.abc import Callable
@@ -128,6 +127,8 @@ def explain(message: str, struct: type[msgspec.Struct] = ServerConfig) -> str:
         nested = _NESTED.get(re.split(r"[.\[]", path)[0]) if path else None
         known = [f.encode_name for f in msgspec.structs.fields(nested or struct)]
         known += [] if nested else sorted(POLICY_KEYS)
+        import difflib  # only for a config with a mistake in it
+
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
         return f"unknown field {name!r}{f' in {path}' if path else ''} ({hint})"

@@ -22,6 +22,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 import zmq
@@ -31,7 +32,6 @@ from supervisor.client.errors import SupervisorError
 from supervisor.config.load import ConfigError, load_config
 from supervisor.daemon.core import Supervisor
 from supervisor.ops.service import Service
-from supervisor.ops.web.site import Site
 from supervisor.security.curve import AllowedClients
 from supervisor.security.keys import KeyFileError, ServerKeys, key_dir, needs_curve
 from supervisor.shared.address import parse_address
@@ -46,6 +46,9 @@ from supervisor.shared.paths import (
 from supervisor.shared.tracing import SUPERVISOR_FLUSH_TIMEOUT, SUPERVISOR_SERVICE, TracingUnavailable
 from supervisor.shared.tracing import start as tracing_start
 from supervisor.shared.tracing import stop as tracing_stop
+
+if TYPE_CHECKING:
+    from supervisor.ops.web.site import Site
 
 __all__ = ["StartError", "run"]
 
@@ -141,6 +144,8 @@ def _site(option: str | None, setting: str | None) -> Site | None:
         address = parse_address(value)
     except ValueError as exc:  # the setting was checked with the config: this is --metrics
         raise StartError(f"--metrics: {exc}", usage=True) from exc
+    from supervisor.ops.web.site import Site  # the HTTP stack and prometheus_client: only when asked for
+
     try:
         site = Site.bind(address)
     except OSError as exc:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import stat
+import struct
 from contextlib import suppress
 from pathlib import Path
 from typing import Final, cast
 
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
-from zmq.utils.monitor import recv_monitor_message
 
 from supervisor.security.keys import (
     ALLOWED,
@@ -96,6 +95,10 @@ class Gate:
     binding a CURVE socket in that context, and stop it (before terminating the context) after."""
 
     def __init__(self, ctx: zmq.Context[zmq.Socket[bytes]], keys: ServerKeys) -> None:
+        # Imported here: zmq.auth.thread brings asyncio (zmq.asyncio), some 5 MB that only a supervisor
+        # gating CURVE clients needs.
+        from zmq.auth.thread import ThreadAuthenticator
+
         self.allowed = AllowedClients(keys.allowed)
         self._auth = ThreadAuthenticator(ctx, log=logging.getLogger("mcp_supervisor.zap"))
         self._auth.configure_curve_callback(ZAP_DOMAIN, self.allowed)
@@ -111,6 +114,15 @@ _HANDSHAKE_EVENTS: Final = (
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
     | zmq.EVENT_HANDSHAKE_SUCCEEDED
 )
+
+
+def _monitor_event(frames: list[bytes]) -> tuple[int, int]:
+    """A socket monitor's event: (event, value), from its first frame (libzmq's 4.x layout), read here
+    rather than with ``zmq.utils.monitor``, which imports asyncio (some 5 MB) for its awaitable form."""
+    if len(frames) != 2 or len(frames[0]) != 6:
+        raise RuntimeError(f"invalid socket monitor message: {frames!r}")
+    event, value = struct.unpack("=hi", frames[0])
+    return event, value
 
 
 class HandshakeWatch:
@@ -135,9 +147,7 @@ class HandshakeWatch:
     def update(self) -> str | None:
         fresh = None
         while cast(int, self.monitor.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-            message = recv_monitor_message(self.monitor, zmq.NOBLOCK)
-            assert isinstance(message, dict)
-            event, value = message["event"], message["value"]
+            event, value = _monitor_event(self.monitor.recv_multipart(zmq.NOBLOCK))
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.failure, self._unexplained = None, 0
             elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:

@@ -74,3 +74,20 @@ def test_the_command_line_parses_its_arguments_without_the_client_the_sdk_or_tri
         "supervisor.cli.login",
         "supervisor.protocol",
     }
+
+
+def test_a_supervisor_without_a_metrics_listener_loads_no_http_stack_and_no_asyncio() -> None:
+    """The status page's HTTP stack and prometheus_client load only with a metrics listener, and the
+    CURVE gate's authenticator (which brings asyncio) only with CURVE: a plain supervisor stays small."""
+    loaded = _loaded_by("supervisor.daemon.lifecycle")
+    assert "supervisor.daemon.core" in loaded  # the check sees the daemon itself
+    tops = {name.split(".")[0] for name in loaded}
+    assert not tops & {"asyncio", "prometheus_client", "h11", "wsgiref", "mcp", "pydantic", "difflib"}
+    assert not {name for name in loaded if name.startswith("supervisor.ops.web")}
+
+
+def test_the_client_stubs_load_no_asyncio() -> None:
+    for module in ("supervisor.client.blocking", "supervisor.client.aio"):
+        loaded = _loaded_by(module)
+        assert "supervisor.security.curve" in loaded, module  # the handshake watch is loaded
+        assert "asyncio" not in {name.split(".")[0] for name in loaded}, module
