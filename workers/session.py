@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from supervisor import __version__
 from supervisor.protocol import Ready, Started, ToolsChanged, WorkerTool
 from supervisor.shared.boot import LAST_WORD, STOP_LINE, WorkerBoot, WorkerExit
-from supervisor.shared.processes import reap_on_sigchld
+from supervisor.shared.processes import merge_identical_pages, reap_on_sigchld
 from workers import sdk
 from workers.calls import Calls
 from workers.catalog import Catalog
@@ -137,6 +137,10 @@ class Worker:
                         )
                     )
                     phase = ""
+                    if (
+                        self.boot.memory_merge
+                    ):  # and what starting the session mapped (trio's, ZeroMQ's, the SDK's)
+                        merge_identical_pages()
 
                     def tools_changed(listed: list[WorkerTool]) -> None:
                         calls.know(listed)

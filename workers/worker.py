@@ -60,7 +60,7 @@ import zmq
 
 from supervisor.shared import tracing
 from supervisor.shared.boot import LAST_WORD, WorkerExit, decode_worker_boot
-from supervisor.shared.processes import become_subreaper
+from supervisor.shared.processes import become_subreaper, merge_identical_pages
 from workers.logs import log_to_stderr, one_line, set_level
 from workers.session import Worker, first_leaf
 from workers.uplink import Link
@@ -80,6 +80,10 @@ def main() -> int:
     set_level(boot.log_level)
     if boot.tracing:
         _start_tracing(boot.server)
+    merged = merge_identical_pages(
+        boot.memory_merge
+    )  # a forked worker has the zygote's offer: kept or taken back
+    log.debug("memory offered to same-page merging: %s", merged or "no")
     become_subreaper()  # daemons that escape the server's process group are re-parented to us
     link = Link.connect(boot)
     try:

@@ -4,7 +4,8 @@ A fresh worker interpreter spends about a second of CPU importing the MCP SDK,
 httpx, jsonschema, trio and pyzmq, and holds some 70 MB of its own. The
 supervisor instead starts one ``python -m workers --zygote``, which imports all
 of that once, calls ``gc.freeze()`` (so the collector never writes to the
-shared pages), and then forks a worker per request. Nothing here creates trio
+shared pages), offers its memory to the kernel's same-page merging (``merge_identical_pages``: pages
+the workers copy alike are folded back into one where KSM runs), and then forks a worker per request. Nothing here creates trio
 or ZeroMQ state: both are created by the worker after the fork.
 
 The supervisor talks to the zygote over a ``SOCK_SEQPACKET`` socket, the zygote's stdin:
@@ -36,7 +37,7 @@ import traceback
 from typing import Final, NoReturn
 
 from supervisor.shared.boot import WorkerExit
-from supervisor.shared.processes import set_process_name
+from supervisor.shared.processes import merge_identical_pages, set_process_name
 
 __all__ = ["PRELOAD", "ZYGOTE_FD", "main"]
 
@@ -158,4 +159,5 @@ def main() -> int:
     preload()
     gc.collect()
     gc.freeze()  # everything imported so far lives in the shared pages; the collector leaves it alone
+    merge_identical_pages()  # inherited by every fork: the pages workers copy alike are folded back into one
     return serve(sock)

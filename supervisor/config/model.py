@@ -148,6 +148,9 @@ class SupervisorSettings(
     heartbeat_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # seconds between worker heartbeats
     heartbeat_timeout: Annotated[float, msgspec.Meta(gt=0)] = 3.0  # silence after which a worker is dead
     worker_spawn: Literal["zygote", "exec"] = "zygote"  # fork workers from a pre-imported process, or exec
+    # Offer workers' memory to the kernel's same-page merging (KSM), where the host runs it: workers
+    # write the same bytes to the same pages, and KSM folds those back into one. Read when a worker starts.
+    memory_merge: bool = True
     # Calls (and resources and prompts requests) in flight: one client's, and everyone's; past either,
     # a new one is answered OVERLOADED at once.
     max_calls_per_client: Annotated[int, msgspec.Meta(gt=0)] = 1000

@@ -143,6 +143,7 @@ class WorkerBoot(msgspec.Struct, frozen=True, kw_only=True):
     tracing: bool = (
         False  # trace calls (``supervisor.shared.tracing``), exported as the OTEL_* environment says
     )
+    memory_merge: bool = True  # offer the worker's memory to KSM (``supervisor.shared.processes``)
 
 
 decode_worker_boot = total_decoder(msgspec.json.Decoder(WorkerBoot).decode)

@@ -1,4 +1,5 @@
-"""Process helpers shared by the supervisor and its workers: process groups and adopted orphans.
+"""Process helpers shared by the supervisor and its workers: process groups, adopted orphans, and
+memory offered to the kernel's same-page merging.
 
 Both the supervisor and each worker make themselves *child subreapers*
 (``PR_SET_CHILD_SUBREAPER``): a server's descendant that escapes its process
@@ -26,6 +27,7 @@ __all__ = [
     "children",
     "kill_adopted",
     "kill_group",
+    "merge_identical_pages",
     "prctl",
     "reap_adopted",
     "reap_on_sigchld",
@@ -36,6 +38,8 @@ log = logging.getLogger("mcp_supervisor.process")
 
 PR_SET_CHILD_SUBREAPER: Final = 36
 PR_SET_NAME: Final = 15
+MADV_MERGEABLE: Final = 12
+MADV_UNMERGEABLE: Final = 13
 
 
 def kill_group(pgid: int, sig: signal.Signals) -> None:
@@ -51,6 +55,38 @@ def prctl(option: int, arg: int | bytes) -> bool:
         return bool(libc.prctl(option, arg, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+
+
+def merge_identical_pages(enable: bool = True) -> bool:
+    """Offer this process's memory to the kernel's same-page merging (KSM), or take it back.
+
+    Workers forked from one zygote write the same bytes to the same pages: CPython 3.11 writes a
+    reference count into every object it touches, and every worker runs the same code, so each copies
+    the same pages. Where KSM runs (``/sys/kernel/mm/ksm/run`` is 1; off by default on most
+    distributions) the kernel folds such identical pages back into one. Marks (``MADV_MERGEABLE``) or
+    unmarks every writable private mapping there is now (anonymous memory, the heap, and libraries'
+    data, whose written pages are anonymous too); a ``fork`` inherits the marks, a
+    program ``exec`` starts (the MCP server) does not (unlike ``PR_SET_MEMORY_MERGE``, which would
+    carry them into the server). False where nothing could be marked.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        maps = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return False
+    madvise = libc.madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    advice = MADV_MERGEABLE if enable else MADV_UNMERGEABLE
+    marked = 0
+    for line in maps:  # "lo-hi perms offset dev inode [path]"
+        fields = line.split()
+        if len(fields) < 5 or fields[1][1] != "w" or fields[1][3] != "p":
+            continue
+        if len(fields) > 5 and fields[5].startswith("[") and fields[5] != "[heap]":  # the stack, the vdso
+            continue
+        lo, hi = (int(end, 16) for end in fields[0].split("-"))
+        marked += madvise(lo, hi - lo, advice) == 0
+    return marked > 0
 
 
 def become_subreaper() -> bool:

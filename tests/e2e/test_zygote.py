@@ -88,6 +88,48 @@ def test_a_killed_zygote_is_replaced_at_the_next_spawn_and_workers_carry_on(star
     assert "starting workers with exec" not in sup.log  # a dead zygote is no failure: just start another
 
 
+def ksm_offer(pid: int) -> bool:
+    """Whether a process's memory is offered to same-page merging (``/proc/PID/ksm_stat``)."""
+    stat = dict(
+        line.split(": ") for line in Path(f"/proc/{pid}/ksm_stat").read_text().splitlines() if ": " in line
+    )
+    return stat.get("ksm_mergeable") == "yes"
+
+
+needs_ksm_stat = pytest.mark.skipif(
+    not Path("/proc/self/ksm_stat").exists()
+    or "ksm_mergeable" not in Path("/proc/self/ksm_stat").read_text(),
+    reason="this kernel's /proc/PID/ksm_stat does not say whether a process offers memory to KSM",
+)
+
+
+@needs_ksm_stat
+@pytest.mark.parametrize("spawn", ["zygote", "exec"])
+def test_workers_offer_their_memory_to_same_page_merging_and_their_servers_do_not(
+    start_supervisor: Start, spawn: str
+) -> None:
+    sup = start_supervisor(
+        {"kept": stdio_test_server(), "out": stdio_test_server()},
+        settings={"workerSpawn": spawn},
+    )
+    rows = sup.status()
+    for name in ("kept", "out"):
+        worker, server = rows[name].worker_pid, rows[name].server_pid
+        assert worker is not None and server is not None
+        assert ksm_offer(worker), f"{name}'s worker ({spawn})"
+        assert not ksm_offer(server), f"{name}'s server: an exec'd program is never included"
+
+
+@needs_ksm_stat
+def test_memory_merge_false_keeps_forked_workers_out(start_supervisor: Start) -> None:
+    sup = start_supervisor({"a": stdio_test_server()}, settings={"memoryMerge": False})
+    (zygote,) = zygotes(sup)
+    assert ksm_offer(zygote)  # the zygote offers its own pages whatever the setting
+    worker = sup.status()["a"].worker_pid
+    assert worker is not None and not ksm_offer(worker)
+    assert sup.client.call_tool("mcp_a_echo", {"text": "kept out"}).text == "kept out"
+
+
 def test_exec_mode_starts_each_worker_as_its_own_interpreter(start_supervisor: Start) -> None:
     sup = start_supervisor({"test": stdio_test_server()}, settings={"workerSpawn": "exec"})
     worker = sup.status()["test"].worker_pid

@@ -275,6 +275,7 @@ class Keeper:
             spec=self.spec,
             log_level=logging.getLogger("mcp_supervisor").getEffectiveLevel(),
             tracing=tracing.on,
+            memory_merge=self.settings.memory_merge,
         )
         self.state = "starting"
         self._started_at = trio.current_time()
