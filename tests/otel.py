@@ -2,6 +2,8 @@
 
 ``sdk_provider()`` makes an SDK ``TracerProvider`` exporting to an ``InMemorySpanExporter`` the global
 one for a while (the application's side: what the client stub finds), then puts the previous one back.
+``recording()`` turns this process's own tracing on (the supervisor's and the worker's spans), its
+spans kept in memory, without touching the global provider.
 ``OtlpReceiver`` is a collector in a thread: it accepts ``POST /v1/traces``, decodes each
 ``ExportTraceServiceRequest`` and keeps its spans with their resource's ``service.name``, so spans
 exported by other processes (the supervisor, its workers, an MCP server) can be read here.
@@ -28,7 +30,11 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util._once import Once
+
+from supervisor.shared import tracing
+from supervisor.shared.spans import Recorder, Sampling
 
 # Span kinds and status codes as OTLP numbers them.
 KIND_INTERNAL, KIND_SERVER, KIND_CLIENT = 1, 2, 3
@@ -48,6 +54,28 @@ def sdk_provider() -> Iterator[InMemorySpanExporter]:
         yield exporter
     finally:
         trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = previous
+        provider.shutdown()
+
+
+@contextmanager
+def recording(sampling: Sampling | None = None) -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process, sampled as ``sampling`` says (every trace by default), spans kept in
+    memory; off again after."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    recorder = Recorder(
+        sampling or Sampling(),
+        [SimpleSpanProcessor(exporter)],
+        provider.resource,
+        InstrumentationScope(tracing.TRACER),
+        provider.id_generator,
+    )
+    previous = tracing.on, tracing._recorder
+    tracing.on, tracing._recorder = True, recorder
+    try:
+        yield exporter
+    finally:
+        tracing.on, tracing._recorder = previous
         provider.shutdown()
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.span import TraceState
@@ -30,6 +31,7 @@ from supervisor.client.exchanges import Requests
 from supervisor.daemon import lifecycle as daemon
 from supervisor.protocol import CallResult, CallTool, ErrorReply, ToolResult, decode_front_request, encode
 from supervisor.shared import trace_context, tracing
+from supervisor.shared.spans import Recorder, Sampling
 from tests.otel import sdk_provider
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -386,11 +388,16 @@ def test_stopping_is_bounded_when_the_collector_never_answers(
 ) -> None:
     exporter = StuckExporter()
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1))
+    processor = BatchSpanProcessor(exporter, schedule_delay_millis=1)
+    provider.add_span_processor(processor)
+    scope = InstrumentationScope(tracing.TRACER)
+    recorder = Recorder(Sampling(), [processor], provider.resource, scope, provider.id_generator)
     monkeypatch.setattr(tracing, "_provider", provider)
-    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("test"))
+    monkeypatch.setattr(tracing, "_recorder", recorder)
     monkeypatch.setattr(tracing, "on", True)
-    tracing.end_route(tracing.route_span("mcp_x_y", "", ""), None)
+    span, _, _ = tracing.route("mcp_x_y", "", "")
+    assert span is not None
+    tracing.end_route(span, None)
     started = time.monotonic()
     try:
         with caplog.at_level(logging.WARNING, "mcp_supervisor"):
