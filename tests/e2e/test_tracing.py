@@ -30,34 +30,22 @@ from tests.otel import (
     KIND_CLIENT,
     KIND_SERVER,
     STATUS_ERROR,
+    SUPERVISOR,
+    TRACED_SERVER,
+    WAIT,
+    WORKER,
     OtlpReceiver,
     Received,
+    exporting_to,
     otlp_receiver,
     sdk_provider,
+    spans_of,
+    traced_stdio,
 )
 
 pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
-TRACED_SERVER = Path(__file__).parent.parent / "servers" / "traced_server.py"
-WAIT = 30.0  # seconds for spans to reach the collector (batches go every 50 ms here)
-SUPERVISOR, WORKER = "mcp-supervisor", "mcp-supervisor-worker"
-
-
-def exporting_to(receiver: OtlpReceiver, **more: str) -> dict[str, str]:
-    """The environment that points OTLP/HTTP exporters at ``receiver``."""
-    return {
-        "OTEL_TRACES_EXPORTER": "otlp",
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-        "OTEL_BSP_SCHEDULE_DELAY": "50",
-        "OTEL_SERVICE_NAME": "",
-        "OTEL_RESOURCE_ATTRIBUTES": "",
-    } | more
-
-
-def traced_stdio(receiver: OtlpReceiver) -> dict[str, object]:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
-    return {"command": sys.executable, "args": [str(TRACED_SERVER)], "env": env}
 
 
 def _free_port() -> int:
@@ -109,18 +97,6 @@ def traced(
         env=exporting_to(receiver),
         settings={"tracing": True},
     )
-
-
-def spans_of(
-    receiver: OtlpReceiver, trace_id: str, *wanted: tuple[str, str]
-) -> dict[tuple[str, str], Received]:
-    """The spans of one trace by (service, name), once every one ``wanted`` has arrived."""
-
-    def complete(spans: list[Received]) -> bool:
-        return set(wanted) <= {(span.service, span.name) for span in spans if span.trace_id == trace_id}
-
-    spans = receiver.wait_for(f"{wanted} in trace {trace_id}", complete, WAIT)
-    return {(span.service, span.name): span for span in spans if span.trace_id == trace_id}
 
 
 def test_a_call_on_the_stdio_hot_path_is_one_trace_of_one_span_per_process(
