@@ -16,10 +16,9 @@ that asks for progress gets the server's notifications as ``InvokeProgress`` (co
 finished by the session's callbacks (``_provide_input``).
 
 While tracing (``supervisor.shared.tracing.on``), an ``Invoke`` whose trace is sampled is served in one
-span ``tools/call TOOL``, child of the supervisor's span the ``Invoke`` names, with the call's
-outcome; the server gets its context in the request's ``_meta`` (written here on the hot path; on a
-remote server, by the SDK, whose own CLIENT span of the request is its child). A call whose trace is
-not sampled makes no span: the server gets the context the ``Invoke`` came with.
+span ``tools/call TOOL``, child of the supervisor's span, with the call's outcome, and its context goes
+to the server in the request's ``_meta`` (on a remote server, the SDK's own span of the request nests
+in it); one not sampled makes no span, and the server gets the context the ``Invoke`` came with.
 
 Each call runs under its own ``trio.CancelScope`` (its budget's deadline), kept by call id while it
 runs: an ``Abort`` (its caller cancelled it, and the supervisor has answered) cancels that scope,
@@ -199,9 +198,8 @@ class Calls:
             self._link.fail(running.call, code, message)
 
     async def _serve_call(self, client: Client, invoke: Invoke, running: Running) -> None:
-        if not tracing.on:
-            return await self._call(client, invoke, running)
-        running.span, running.trace = tracing.serve(invoke.tool, invoke.traceparent, invoke.tracestate)
+        if tracing.on:  # the call's span, if its trace is sampled, and the context the server gets
+            running.span, running.trace = tracing.serve(invoke.tool, invoke.traceparent, invoke.tracestate)
         if running.span is None:
             return await self._call(client, invoke, running)
         try:
