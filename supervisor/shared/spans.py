@@ -62,7 +62,7 @@ from supervisor.shared.trace_context import (
     valid_tracestate,
 )
 
-__all__ = ["Recorder", "Sampling", "Span"]
+__all__ = ["ALWAYS", "Recorder", "Sampling", "Span"]
 
 log = logging.getLogger("mcp_supervisor")
 
@@ -100,7 +100,7 @@ class Sampling:
             return cls(parent_based=False, bound=0)
         name = environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").lower()
         if name not in _SAMPLER_NAMES:
-            log.warning("tracing: OTEL_TRACES_SAMPLER %r is not a sampler; parentbased_always_on", name)
+            log.warning("tracing: OTEL_TRACES_SAMPLER %r is not a sampler; using parentbased_always_on", name)
             name = "parentbased_always_on"
         parent_based = name.startswith("parentbased_")
         if name.endswith("always_on"):
@@ -112,7 +112,7 @@ class Sampling:
         except ValueError:
             rate = float("nan")
         if not 0.0 <= rate <= 1.0:
-            log.warning("tracing: OTEL_TRACES_SAMPLER_ARG is not a ratio from 0 to 1; 1 it is")
+            log.warning("tracing: OTEL_TRACES_SAMPLER_ARG is not a ratio from 0 to 1; using 1")
             rate = 1.0
         return cls(parent_based, TraceIdRatioBased.get_bound_for_rate(rate))
 
@@ -217,6 +217,8 @@ class Recorder:
             trace_id = int(traceparent[3:35], 16)
             state = tracestate if not tracestate or valid_tracestate(tracestate) else ""
             if not self.sampling.sampled(trace_id, flags):
+                if flags & _SAMPLED:  # a sampler that is not parent-based overruled the parent
+                    return None, f"00-{traceparent[3:53]}{flags & ~_SAMPLED:02x}", state
                 return None, traceparent if traceparent[:2] == "00" else "00" + traceparent[2:], state
             parent_id = int(traceparent[36:52], 16)
             span = Span(

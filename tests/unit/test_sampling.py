@@ -135,6 +135,15 @@ async def test_a_bad_tracestate_is_not_passed_on_and_a_later_version_goes_on_as_
     assert made == Counter()
 
 
+async def test_a_sampler_that_is_not_parent_based_may_overrule_a_sampled_caller_and_says_so_downstream(
+    made: Counter[str],
+) -> None:
+    with recording(Sampling(parent_based=False, bound=0)) as exported:  # traceidratio, ratio 0
+        invoke, meta = await a_call(SAMPLED)
+    assert invoke.traceparent == meta["traceparent"] == UNSAMPLED  # the sampled flag cleared
+    assert made == Counter() and exported.get_finished_spans() == ()
+
+
 # ---------------------------------------------------------------- a sampled call
 
 
