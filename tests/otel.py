@@ -2,14 +2,19 @@
 
 ``sdk_provider()`` makes an SDK ``TracerProvider`` exporting to an ``InMemorySpanExporter`` the global
 one for a while (the application's side: what the client stub finds), then puts the previous one back.
+``recording()`` turns this process's own tracing on (the supervisor's and the worker's spans), its
+spans kept in memory, without touching the global provider.
 ``OtlpReceiver`` is a collector in a thread: it accepts ``POST /v1/traces``, decodes each
 ``ExportTraceServiceRequest`` and keeps its spans with their resource's ``service.name``, so spans
-exported by other processes (the supervisor, its workers, an MCP server) can be read here.
+exported by other processes (the supervisor, its workers, an MCP server) can be read here
+(``exporting_to``: the environment that sends them there; ``spans_of``: one trace's, once they came);
+``traced_stdio`` is the config entry of the server that traces (``tests/servers/traced_server.py``).
 """
 
 from __future__ import annotations
 
 import gzip
+import sys
 import threading
 import time
 import zlib
@@ -17,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
@@ -28,7 +34,16 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util._once import Once
+
+from supervisor.shared import tracing
+from supervisor.shared.spans import Recorder, Sampling
+
+TRACED_SERVER = Path(__file__).parent / "servers" / "traced_server.py"
+WAIT = 30.0  # seconds for spans to reach the collector (batches go every 50 ms with ``exporting_to``)
+SUPERVISOR, WORKER = "mcp-supervisor", "mcp-supervisor-worker"  # their service.name
 
 # Span kinds and status codes as OTLP numbers them.
 KIND_INTERNAL, KIND_SERVER, KIND_CLIENT = 1, 2, 3
@@ -48,6 +63,30 @@ def sdk_provider() -> Iterator[InMemorySpanExporter]:
         yield exporter
     finally:
         trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = previous
+        provider.shutdown()
+
+
+@contextmanager
+def recording(
+    sampling: Sampling | None = None, ids: IdGenerator | None = None
+) -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process, sampled as ``sampling`` says (every trace by default), its ids from
+    ``ids`` (the SDK's random ones by default), spans kept in memory; off again after."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    recorder = Recorder(
+        sampling or Sampling(),
+        [SimpleSpanProcessor(exporter)],
+        provider.resource,
+        InstrumentationScope(tracing.TRACER),
+        ids or provider.id_generator,
+    )
+    previous = tracing.on, tracing._recorder
+    tracing.on, tracing._recorder = True, recorder
+    try:
+        yield exporter
+    finally:
+        tracing.on, tracing._recorder = previous
         provider.shutdown()
 
 
@@ -166,3 +205,31 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
         yield receiver
     finally:
         receiver.close()
+
+
+def exporting_to(receiver: OtlpReceiver, **more: str) -> dict[str, str]:
+    """The environment that points OTLP/HTTP exporters at ``receiver``."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+        "OTEL_SERVICE_NAME": "",
+        "OTEL_RESOURCE_ATTRIBUTES": "",
+    } | more
+
+
+def traced_stdio(receiver: OtlpReceiver) -> dict[str, object]:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+    return {"command": sys.executable, "args": [str(TRACED_SERVER)], "env": env}
+
+
+def spans_of(
+    receiver: OtlpReceiver, trace_id: str, *wanted: tuple[str, str]
+) -> dict[tuple[str, str], Received]:
+    """The spans of one trace by (service, name), once every one ``wanted`` has arrived."""
+
+    def complete(spans: list[Received]) -> bool:
+        return set(wanted) <= {(span.service, span.name) for span in spans if span.trace_id == trace_id}
+
+    spans = receiver.wait_for(f"{wanted} in trace {trace_id}", complete, WAIT)
+    return {(span.service, span.name): span for span in spans if span.trace_id == trace_id}

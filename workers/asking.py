@@ -26,13 +26,16 @@ import logging
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import trio
 
 from supervisor.protocol import Answered, Ask, WorkerEvent, encode
 from workers.values import InvalidArguments, decode_arguments
+
+if TYPE_CHECKING:
+    from supervisor.shared.spans import Span
 
 __all__ = ["CURRENT_CALL", "Asked", "Asking", "CallerAnswer", "Running"]
 
@@ -58,6 +61,8 @@ class Running:
     client: str = ""
     answers: frozenset[str] = frozenset()
     asks: dict[int, Asked] = field(default_factory=dict)
+    span: Span | None = None  # its span, while tracing and its trace is sampled (``workers.calls``)
+    trace: dict[str, str] | None = None  # while tracing: the ``_meta`` entries of its trace context
 
     def end(self) -> None:
         """The call is over: whatever it was asked goes unanswered."""

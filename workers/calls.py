@@ -15,10 +15,10 @@ that asks for progress gets the server's notifications as ``InvokeProgress`` (co
 ``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
 finished by the session's callbacks (``_provide_input``).
 
-While tracing (``supervisor.shared.tracing.on``), each ``Invoke`` is served inside its span ``tools/call
-TOOL``, child of the supervisor's span the ``Invoke`` names, with the call's outcome; the request to
-the server is a CLIENT span inside it, whose context the server gets in the request's ``_meta``
-(the SDK's on a remote server, ``tracing.sending`` on the hot path).
+While tracing (``supervisor.shared.tracing.on``), an ``Invoke`` whose trace is sampled is served in one
+span ``tools/call TOOL``, child of the supervisor's span, with the call's outcome, and its context goes
+to the server in the request's ``_meta`` (on a remote server, the SDK's own span of the request nests
+in it); one not sampled makes no span, and the server gets the context the ``Invoke`` came with.
 
 Each call runs under its own ``trio.CancelScope`` (its budget's deadline), kept by call id while it
 runs: an ``Abort`` (its caller cancelled it, and the supervisor has answered) cancels that scope,
@@ -193,17 +193,21 @@ class Calls:
     def _fail(self, running: Running, code: ErrorCode, message: str) -> None:
         """Answer a call with an error, unless its caller cancelled it (then nothing is sent)."""
         if not running.aborted:
-            if tracing.on:
-                tracing.outcome(code, message)
+            if running.span is not None:
+                tracing.outcome(running.span, code, message)
             self._link.fail(running.call, code, message)
 
     async def _serve_call(self, client: Client, invoke: Invoke, running: Running) -> None:
-        if not tracing.on:
+        if tracing.on:  # the call's span, if its trace is sampled, and the context the server gets
+            running.span, running.trace = tracing.serve(invoke.tool, invoke.traceparent, invoke.tracestate)
+        if running.span is None:
             return await self._call(client, invoke, running)
-        with tracing.serving(invoke.tool, invoke.traceparent, invoke.tracestate):
+        try:
             await self._call(client, invoke, running)
             if running.aborted:
-                tracing.outcome("CANCELLED", "cancelled by the caller")
+                tracing.outcome(running.span, "CANCELLED", "cancelled by the caller")
+        finally:
+            tracing.end(running.span)
 
     async def _call(self, client: Client, invoke: Invoke, running: Running) -> None:
         try:
@@ -222,9 +226,12 @@ class Calls:
             relay = self._progress_relay(running) if invoke.progress else None
             try:
                 if self._server is not None:
-                    result = await self._call_stdio(client, self._server, invoke.tool, arguments, relay)
+                    result = await self._call_stdio(
+                        client, self._server, invoke.tool, arguments, relay, running.trace
+                    )
                 else:
-                    sdk_result = await client.call_tool(invoke.tool, arguments, progress_callback=relay)
+                    with tracing.joined(running.trace):
+                        sdk_result = await client.call_tool(invoke.tool, arguments, progress_callback=relay)
                     result = to_tool_result(sdk_result)
             finally:
                 if relay is not None:
@@ -242,8 +249,10 @@ class Calls:
         tool: str,
         arguments: dict[str, Any],
         relay: ProgressRelay | None,
+        trace: dict[str, str] | None,
     ) -> ToolResult:
-        """The hot path: the worker's own ``tools/call``, its JSON result checked."""
+        """The hot path: the worker's own ``tools/call``, its JSON result checked; ``trace``: the
+        ``_meta`` entries of the call's trace context, while tracing."""
         hold: ProgressCallback | None = None
         if relay is not None:
             tasks = self._tasks
@@ -252,11 +261,11 @@ class Calls:
                 if relay.hold(progress, total, message):
                     tasks.start_soon(relay.pace)  # it sends nothing once the relay is closed
 
-        with tracing.sending("tools/call", tool) as meta:
-            raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold, meta)
+        raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold, trace)
         result = decode_tool_result(raw)
         if result is None:  # the server asks for input first: the session's callbacks answer
-            return to_tool_result(await _provide_input(client, tool, arguments, raw, relay))
+            with tracing.joined(trace):
+                return to_tool_result(await _provide_input(client, tool, arguments, raw, relay))
         return result
 
     def _check_output(self, tool: str, result: ToolResult) -> None:
@@ -352,8 +361,8 @@ class Calls:
             log.exception("%s failed", what)
             return fail("INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
         if not running.aborted:
-            if tracing.on:
-                tracing.outcome(None)
+            if running.span is not None:
+                tracing.outcome(running.span, None)
             self._link.send(InvokeResult(call=running.call, result=msgspec.Raw(result)))
 
     def _progress_relay(self, running: Running) -> ProgressRelay:

@@ -108,7 +108,7 @@ class OwnRequests:
         with ``progress`` a progress token: the server's progress notifications for it are handed
         to ``progress`` as they are read, so all of them before the answer; ``trace`` adds the
         entries that carry the trace context (``traceparent``, ``tracestate``: see
-        ``supervisor.shared.tracing.sending``). A JSON-RPC error, or the server's stdout ending first,
+        ``supervisor.shared.tracing.serve``). A JSON-RPC error, or the server's stdout ending first,
         raises ``MCPError``, as the session's requests do.
         Cancelled, it sends the server ``notifications/cancelled``.
         """

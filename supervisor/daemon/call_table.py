@@ -17,8 +17,9 @@ call it settles is told to it with the time it was sent (``remember``'s ``now``)
 (``answer``) or its failure (``fail``: an error from its worker, its deadline, its worker's end, its
 caller's cancel). Requests forgotten with a client that does not read are not.
 
-While tracing, a tool call's pending entry carries its span (``supervisor.shared.tracing``: opened by the
-router), ended here with the call's terminal reply, or when its client's requests are dropped.
+While tracing, a tool call whose trace is sampled carries its span in its pending entry
+(``supervisor.shared.tracing``: opened by the router), ended here with the call's terminal reply, or
+when its client's requests are dropped.
 
 A caller may cancel its own request (``cancel``): it is answered ``CANCELLED`` at once and
 forgotten as if answered, and the supervisor tells its worker (``Abort``). Gathered listings are

@@ -17,7 +17,7 @@ import msgspec
 from supervisor.protocol import ErrorCode, ServerFailure
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
+    from supervisor.shared.spans import Span
 
 __all__ = ["CallMeter", "Gather", "Pending"]
 
@@ -46,7 +46,9 @@ class Pending:
     gather: Gather | None = None  # for listings: where the answer goes
     progress: bool = False  # the caller asked for CallProgress replies
     call: int = 0  # its call id (set by ``CallTable.remember``)
-    span: Span | None = None  # a tool call's span, while tracing (``supervisor.shared.tracing``)
+    span: Span | None = None  # a tool call's span, while tracing and sampled (``supervisor.shared.tracing``)
+    traceparent: str = ""  # the trace context it goes on with, while tracing (sampled or not)
+    tracestate: str = ""
     started: float | None = None  # a tool call's time sent, while metered (set by ``CallTable.remember``)
     retry: object = None  # what runs it once more if its worker dies (the router's; ``retryIdempotent``)
     identity: str = ""  # the client identity it was admitted for (``CallTable.admit``)

@@ -14,9 +14,10 @@ worker takes it (the least busy replica, or the caller's own session: ``client``
 connection), give it a call id, send ``Invoke`` to that worker with the budget (or have the server
 hold it while the caller's session starts), and remember it in the call table.
 
-While tracing (``supervisor.shared.tracing.on``), each tool call gets a span ``route NAME`` from its arrival
-here: ended here when the call is answered at once (refused), else carried by its pending entry to
-the call table, which ends it with the terminal reply; its context goes to the worker in ``Invoke``.
+While tracing (``supervisor.shared.tracing.on``), each tool call whose trace is sampled gets a span
+``route NAME`` from its arrival here: ended here when the call is answered at once (refused), else
+carried by its pending entry to the call table, which ends it with the terminal reply. Sampled or not,
+the call's trace context goes to the worker in ``Invoke`` (the span's, or the caller's as it came).
 
 A caller's ``Cancel`` of its own request in flight is answered by the call table (``CANCELLED``, to
 the cancelled request) and passed on to the worker as ``Abort``, which sends the server the MCP
@@ -29,7 +30,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from supervisor.daemon.call_table import CallTable, peer
 from supervisor.daemon.pending import Pending
@@ -49,16 +50,18 @@ from supervisor.protocol import (
     Invoke,
     encode,
 )
-from supervisor.shared import trace_context, tracing
+from supervisor.shared import tracing
 from supervisor.shared.names import server_of
 from supervisor.shared.sockets import Unroutable
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
+    from supervisor.shared.spans import Span
 
 __all__ = ["Router"]
 
 log = logging.getLogger("mcp_supervisor")
+
+_NO_CONTEXT: Final = ("", "")  # (traceparent, tracestate) of a call not traced
 
 
 class Router:
@@ -87,6 +90,7 @@ class Router:
         self._clock = clock
         self._deadline_added = deadline_added
         self._routing: Span | None = None  # while tracing: the span of the call being routed, until sent
+        self._context = _NO_CONTEXT  # while tracing: the trace context of the call being routed
         # Tool calls waiting for their server to (re)start, and calls in flight to run once more.
         self._waiting = WaitingRoom(registry, servers, calls, send, self._invoke, clock)
 
@@ -94,10 +98,12 @@ class Router:
         if not tracing.on:
             self._call(caller, request)
             return
-        self._routing = tracing.route_span(request.name, request.traceparent, request.tracestate)
+        span, traceparent, tracestate = tracing.route(request.name, request.traceparent, request.tracestate)
+        self._routing, self._context = span, (traceparent, tracestate)
         try:
             self._call(caller, request)
         finally:
+            self._context = _NO_CONTEXT
             if self._routing is not None:  # neither sent nor answered: a bug, said by the span too
                 self._refused("INTERNAL", "the call was neither sent nor answered")
 
@@ -144,6 +150,7 @@ class Router:
         )
         if self._routing is not None:  # traced: the span goes with the call
             pending.span, self._routing = self._routing, None
+        pending.traceparent, pending.tracestate = self._context
         return pending, WaitingCall(call, request, client, budget, self._clock())
 
     def _invoke(self, entry: WaitingCall, server: str, tool: str, budget: float, pending: Pending) -> bytes:
@@ -158,10 +165,11 @@ class Router:
             progress=request.progress,
             client=entry.client,
             answers=request.answers,
+            traceparent=pending.traceparent,
+            tracestate=pending.tracestate,
         )
         if pending.span is not None:
             tracing.routed(pending.span, server, tool)
-            invoke.traceparent, invoke.tracestate = trace_context.wire_context(pending.span)
         return encode(invoke)
 
     def _wait(self, caller: bytes, request: CallTool, server: Server, client: str, budget: float) -> None:

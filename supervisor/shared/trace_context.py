@@ -1,5 +1,5 @@
 """The W3C trace context on the wire: ``traceparent`` and ``tracestate`` strings checked, read into an
-OpenTelemetry context, and written from a span.
+OpenTelemetry context, and written from a span; and the attribute names every span made here shares.
 
 Above: ``supervisor.shared.tracing`` (its spans join a caller's context, and pass theirs on in an MCP
 request's ``_meta``), the client stubs and the router (``wire_context``: a span's context into the
@@ -17,12 +17,22 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
+    from opentelemetry.trace.span import TraceState
 
 __all__ = [
+    "ERROR_TYPE",
+    "MAX_STATUS",
     "MAX_TRACEPARENT",
     "MAX_TRACESTATE",
+    "METHOD",
+    "OPERATION",
+    "OUTCOME",
+    "SERVER",
+    "TOOL",
+    "TOOL_NAME",
     "meta",
     "parent",
+    "trace_state",
     "valid_traceparent",
     "valid_tracestate",
     "wire_context",
@@ -35,6 +45,16 @@ _KEY: Final = r"(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][
 _VALUE: Final = r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
 _MEMBER: Final = re.compile(rf"[ \t]*({_KEY})=({_VALUE})[ \t]*")
 _MAX_MEMBERS: Final = 32
+
+# Attributes: the MCP and GenAI semantic conventions where they have a name, ours otherwise.
+METHOD: Final = "mcp.method.name"
+OPERATION: Final = "gen_ai.operation.name"
+TOOL_NAME: Final = "gen_ai.tool.name"
+SERVER: Final = "mcp.server"  # the server's name in the config
+TOOL: Final = "mcp.tool"  # the tool's own name on its server
+OUTCOME: Final = "mcp_supervisor.outcome"  # "ok", or the error code of the terminal reply
+ERROR_TYPE: Final = "error.type"
+MAX_STATUS: Final = 500  # characters of an error message kept as a span's status description
 
 
 def valid_traceparent(value: str) -> bool:
@@ -65,12 +85,8 @@ def parent(traceparent: str, tracestate: str = "") -> Context | None:
     if not valid_traceparent(traceparent):
         return None
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
-    from opentelemetry.trace.span import TraceState
 
-    state = None
-    if tracestate and valid_tracestate(tracestate):
-        matches = (_MEMBER.fullmatch(member) for member in tracestate.split(",") if member.strip(" \t"))
-        state = TraceState([(match[1], match[2]) for match in matches if match is not None])
+    state = trace_state(tracestate) if tracestate and valid_tracestate(tracestate) else None
     remote = SpanContext(
         trace_id=int(traceparent[3:35], 16),
         span_id=int(traceparent[36:52], 16),
@@ -79,6 +95,15 @@ def parent(traceparent: str, tracestate: str = "") -> Context | None:
         trace_state=state,
     )
     return set_span_in_context(NonRecordingSpan(remote))
+
+
+def trace_state(tracestate: str) -> TraceState:
+    """A valid ``tracestate`` (``valid_tracestate``) as OpenTelemetry's ``TraceState``, read here, so
+    that OpenTelemetry has nothing to warn about."""
+    from opentelemetry.trace.span import TraceState
+
+    matches = (_MEMBER.fullmatch(member) for member in tracestate.split(",") if member.strip(" \t"))
+    return TraceState([(match[1], match[2]) for match in matches if match is not None])
 
 
 def wire_context(span: Span) -> tuple[str, str]:

@@ -1,22 +1,26 @@
 """OpenTelemetry traces of routed calls: the switch, the provider, the spans, and the trace context
 on the wire.
 
-Above: the client stubs (``supervisor.client.exchanges``: a CLIENT span ``tools/call NAME`` per ``call_tool``,
-with the application's own tracer provider, its context sent as ``CallTool.traceparent``); the
-supervisor (``supervisor.daemon.lifecycle`` starts and stops tracing, ``supervisor.daemon.servers.keeper``
-tells each worker
-through its boot line, ``supervisor.daemon.router`` opens a span ``route NAME`` per tool call and sends its
-context to the worker in ``Invoke``, ``supervisor.daemon.call_table`` ends it with the call's terminal
-reply); the
-worker (``workers.worker`` starts and stops tracing, ``workers.calls`` opens a span ``tools/call TOOL``
-per ``Invoke``, around the request to the server: the SDK's own CLIENT span nests in it and puts the
-context in the request's ``_meta``, and on the hot path ``sending`` does the same). Below: the
-OpenTelemetry API (the MCP SDK depends on it) and, only once tracing is started, its SDK and span
-exporters (the ``tracing`` extra), configured by the standard ``OTEL_*`` environment variables.
+Above: the client stubs (``supervisor.client.exchanges``: a CLIENT span ``tools/call NAME`` per
+``call_tool``, with the application's own tracer provider, its context sent as
+``CallTool.traceparent``); the supervisor (``supervisor.daemon.lifecycle`` starts and stops tracing,
+``supervisor.daemon.servers.keeper`` tells each worker through its boot line,
+``supervisor.daemon.router`` opens a span ``route NAME`` per tool call (``route``) and sends its
+context to the worker in ``Invoke``, ``supervisor.daemon.call_table`` ends it with the call's
+terminal reply); the worker (``workers.worker`` starts and stops tracing, ``workers.calls`` opens one
+span ``tools/call TOOL`` per ``Invoke`` (``serve``), whose context goes to the server in the request's
+``_meta``: written by the worker itself on the stdio hot path, by the MCP SDK, whose own CLIENT span
+nests in it, on a remote server). Below: ``supervisor.shared.spans`` (sampling, and spans made
+cheaply), the OpenTelemetry API (the MCP SDK depends on it) and, only once tracing is started, its
+SDK and span exporters (the ``tracing`` extra), configured by the standard ``OTEL_*`` environment
+variables.
 
 Off costs nothing: ``on`` is a module flag that the supervisor and the workers read before anything
 else, and no OpenTelemetry module is even imported by the supervisor or by the client stub for it (the
-stub traces only when the application has imported OpenTelemetry itself).
+stub traces only when the application has imported OpenTelemetry itself). On, a trace is sampled once,
+where it starts (by ``OTEL_TRACES_SAMPLER``; by default every trace a caller did not send unsampled),
+and a call whose trace is not sampled makes no span object in the supervisor or the worker: only its
+context travels on, so the server sees the same trace.
 
 Trace context crosses ZeroMQ as W3C ``traceparent`` and ``tracestate`` strings, read and written by
 ``supervisor.shared.trace_context``. One that is not valid, or too long, is ignored: never an error,
@@ -29,16 +33,20 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
-from supervisor.shared.trace_context import meta, parent
+from supervisor.shared.trace_context import ERROR_TYPE, MAX_STATUS, METHOD, OPERATION, TOOL_NAME, parent
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.trace import Span as OtelSpan
+    from opentelemetry.trace import Tracer, TracerProvider
+
+    from supervisor.shared.spans import Recorder, Span
 
 __all__ = [
     "EXTRA",
@@ -49,13 +57,14 @@ __all__ = [
     "TracingUnavailable",
     "calling",
     "client_span",
+    "end",
     "end_route",
+    "joined",
     "on",
     "outcome",
-    "route_span",
+    "route",
     "routed",
-    "sending",
-    "serving",
+    "serve",
     "start",
     "stop",
     "traced",
@@ -73,21 +82,11 @@ WORKER_SERVICE: Final = "mcp-supervisor-worker"
 TRACER: Final = "mcp_supervisor"  # the instrumentation scope of every span made here
 SUPERVISOR_FLUSH_TIMEOUT: Final = 2.0  # seconds to export the last spans at shutdown (collector down?)
 WORKER_FLUSH_TIMEOUT: Final = 1.0  # the same for a worker, well within its keeper's stop timeout
-MAX_STATUS: Final = 500  # characters of an error message kept as a span's status description
-
-# Attributes: the MCP and GenAI semantic conventions where they have a name, ours otherwise.
-METHOD: Final = "mcp.method.name"
-OPERATION: Final = "gen_ai.operation.name"
-TOOL_NAME: Final = "gen_ai.tool.name"
-SERVER: Final = "mcp.server"  # the server's name in the config
-TOOL: Final = "mcp.tool"  # the tool's own name on its server
-OUTCOME: Final = "mcp_supervisor.outcome"  # "ok", or the error code of the terminal reply
-ERROR_TYPE: Final = "error.type"
 
 _UNTRACED: Final[AbstractContextManager[None]] = nullcontext()
 
 _provider: SdkTracerProvider | None = None
-_tracer: Tracer | None = None  # this process's own spans (supervisor, worker), while ``on``
+_recorder: Recorder | None = None  # this process's own spans (supervisor, worker), while ``on``
 _client_tracer: tuple[TracerProvider, Tracer] | None = None  # the stub's, from the application's provider
 
 
@@ -104,12 +103,15 @@ def start(service: str, *, server: str | None = None) -> None:
     over HTTP as ``OTEL_EXPORTER_OTLP_*`` say; ``console``; ``none``), resource ``service.name``
     ``service`` unless ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` say otherwise, and
     ``mcp_supervisor.server`` for a worker. Raises ``TracingUnavailable`` naming what is missing."""
-    global on, _provider, _tracer
+    global on, _provider, _recorder
     try:
         from opentelemetry import trace
         from opentelemetry.sdk.resources import OTELResourceDetector, Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from supervisor.shared.spans import Recorder, Sampling
     except ImportError as exc:
         why = f"tracing needs the OpenTelemetry SDK ({exc.name} is missing): {EXTRA}"
         raise TracingUnavailable(why) from None
@@ -119,11 +121,15 @@ def start(service: str, *, server: str | None = None) -> None:
         attributes["mcp_supervisor.server"] = server
     resource = Resource.create(attributes).merge(OTELResourceDetector().detect())
     # Not at exit: ``stop`` flushes with a bound, where the SDK's own hook could wait 30 s per processor.
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    for exporter in exporters:
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+    sampling = Sampling.from_environ(os.environ)
+    provider = TracerProvider(resource=resource, sampler=sampling.sdk_sampler(), shutdown_on_exit=False)
+    processors = [BatchSpanProcessor(exporter) for exporter in exporters]
+    for processor in processors:
+        provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
-    _provider, _tracer = provider, provider.get_tracer(TRACER)
+    scope = InstrumentationScope(TRACER)
+    _provider = provider
+    _recorder = Recorder(sampling, processors, provider.resource, scope, provider.id_generator)
     logging.getLogger("urllib3.connectionpool").setLevel(logging.INFO)  # no debug lines per export
     on = True
 
@@ -169,9 +175,9 @@ def _entry_point_name(name: str) -> str:
 def stop(timeout: float) -> None:
     """Stop tracing: export the spans still queued, waiting at most ``timeout`` seconds (a collector
     that is down or slow costs that bound, never a hang); those not exported by then are dropped."""
-    global on, _provider, _tracer
+    global on, _provider, _recorder
     provider = _provider
-    on, _provider, _tracer = False, None, None
+    on, _provider, _recorder = False, None, None
     if provider is None:
         return
     done = threading.Event()
@@ -189,95 +195,75 @@ def stop(timeout: float) -> None:
         log.warning("tracing: spans still unexported after %g s were dropped (is the collector up?)", timeout)
 
 
-# ---------------------------------------------------------------- the supervisor's spans
+# ---------------------------------------------------------------- the supervisor's and the worker's spans
 
 
-def route_span(name: str, traceparent: str, tracestate: str) -> Span:
-    """A tool call arrives: its span ``route NAME``, child of the caller's span when the request names
-    a valid one (else the root of a new trace). Ended by ``end_route``."""
-    from opentelemetry.trace import SpanKind
-
-    assert _tracer is not None, "tracing is not started"
-    attributes = {METHOD: "tools/call", OPERATION: "execute_tool", TOOL_NAME: name}
-    context = parent(traceparent, tracestate)
-    return _tracer.start_span(f"route {name}", context, SpanKind.SERVER, attributes)
+def route(name: str, traceparent: str, tracestate: str) -> tuple[Span | None, str, str]:
+    """A tool call arrives, with the caller's context (none, or one that is not valid: a trace begins
+    here): its span ``route NAME`` if the trace is sampled, else None (and nothing made); and the
+    context to send the worker, as (traceparent, tracestate). Ended by ``end_route``."""
+    assert _recorder is not None, "tracing is not started"
+    return _recorder.begin(True, name, traceparent, tracestate)
 
 
 def routed(span: Span, server: str, tool: str) -> None:
     """The call goes to ``server``'s tool ``tool`` (its own name there)."""
-    span.set_attributes({SERVER: server, TOOL: tool})
+    span.server, span.tool = server, tool
 
 
 def end_route(span: Span, code: str | None, message: str = "") -> None:
     """The call's terminal reply went out: a result (``code`` None), or an error with that code."""
-    if code is None:
-        span.set_attribute(OUTCOME, "ok")
-    else:
-        _failed(span, code, message)
-    span.end()
+    outcome(span, code, message)
+    end(span)
 
 
-def _failed(span: Span, code: str, message: str) -> None:
-    from opentelemetry.trace import StatusCode
+def serve(tool: str, traceparent: str, tracestate: str) -> tuple[Span | None, dict[str, str]]:
+    """A worker serves an ``Invoke``, sent with the supervisor's context: its span ``tools/call TOOL``
+    if the trace is sampled (else None, and nothing made), and the ``_meta`` entries that carry the
+    context on to the server: the span's own, or the one the ``Invoke`` came with. Ended by ``end``."""
+    assert _recorder is not None, "tracing is not started"
+    span, traceparent, tracestate = _recorder.begin(False, tool, traceparent, tracestate)
+    if tracestate:
+        return span, {"traceparent": traceparent, "tracestate": tracestate}
+    return span, {"traceparent": traceparent}
 
-    span.set_attributes({OUTCOME: code, ERROR_TYPE: code})
-    span.set_status(StatusCode.ERROR, message[:MAX_STATUS])
+
+def outcome(span: Span, code: str | None, message: str = "") -> None:
+    """How the span's call ended: answered (``code`` None), or failed with ``code``."""
+    span.outcome, span.message = ("ok", "") if code is None else (code, message)
 
 
-# ---------------------------------------------------------------- the worker's spans
+def end(span: Span) -> None:
+    """The span's call is over: its span goes to the exporters (unless tracing has stopped since)."""
+    if _recorder is not None:
+        _recorder.end(span)
+
+
+def joined(trace: Mapping[str, str] | None) -> AbstractContextManager[object]:
+    """While the MCP SDK sends a request of a call whose context is ``trace`` (``serve``'s ``_meta``
+    entries; None: not tracing): that context current, so that the SDK's own span of the request
+    is its child, sampled as it is, and carries it on to the server."""
+    if trace is None:
+        return _UNTRACED
+    context = parent(trace["traceparent"], trace.get("tracestate", ""))
+    return _UNTRACED if context is None else _attached(context)
 
 
 @contextmanager
-def serving(tool: str, traceparent: str, tracestate: str) -> Iterator[None]:
-    """A worker serves an ``Invoke``: its span ``tools/call TOOL``, current while the call runs (so the
-    SDK's own span for the request to the server is its child), child of the supervisor's span."""
-    from opentelemetry.trace import SpanKind
+def _attached(context: Context) -> Iterator[None]:
+    from opentelemetry.context import attach, detach
 
-    assert _tracer is not None, "tracing is not started"
-    attributes = {METHOD: "tools/call", OPERATION: "execute_tool", TOOL_NAME: tool}
-    with _tracer.start_as_current_span(
-        f"tools/call {tool}",
-        parent(traceparent, tracestate),
-        SpanKind.SERVER,
-        attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ):
+    token = attach(context)
+    try:
         yield
-
-
-def outcome(code: str | None, message: str = "") -> None:
-    """How the current call ended (``serving``'s span): answered (``code`` None), or failed."""
-    from opentelemetry.trace import get_current_span
-
-    span = get_current_span()
-    if code is None:
-        span.set_attribute(OUTCOME, "ok")
-    else:
-        _failed(span, code, message)
-
-
-def sending(method: str, target: str) -> AbstractContextManager[dict[str, str] | None]:
-    """A request the worker writes to the server itself (the hot path, not through the SDK): while
-    tracing, a CLIENT span ``MCP send METHOD TARGET`` as the SDK makes for its own requests, giving the
-    ``_meta`` entries that carry its context to the server; else nothing (None)."""
-    return _sending(method, target) if on else _UNTRACED
-
-
-@contextmanager
-def _sending(method: str, target: str) -> Iterator[dict[str, str]]:
-    from opentelemetry.trace import SpanKind
-
-    assert _tracer is not None, "tracing is not started"
-    name, attributes = f"MCP send {method} {target}", {METHOD: method}
-    with _tracer.start_as_current_span(name, None, SpanKind.CLIENT, attributes) as span:
-        yield meta(span)
+    finally:
+        detach(token)
 
 
 # ---------------------------------------------------------------- the client stub's spans
 
 
-def client_span(name: str) -> Span | None:
+def client_span(name: str) -> OtelSpan | None:
     """A ``call_tool`` of the stub: a CLIENT span ``tools/call NAME`` from the application's own tracer
     provider, child of its current span. None, and nothing more done, when there is no trace to join:
     the application has not imported OpenTelemetry, or its provider is the API's no-op one and no span
@@ -303,7 +289,7 @@ class _Coded(Protocol):
 
 
 @contextmanager
-def calling(span: Span, coded: type[BaseException]) -> Iterator[None]:
+def calling(span: OtelSpan, coded: type[BaseException]) -> Iterator[None]:
     """The stub waits for a call's reply with ``span`` current (what its handlers trace is its child),
     and ends it: an exception is an error, with the supervisor's error code as ``error.type`` for a
     ``coded`` one (the stub's ``SupervisorError``, whose ``code`` and ``message`` it reads)."""
@@ -323,6 +309,6 @@ def calling(span: Span, coded: type[BaseException]) -> Iterator[None]:
             raise
 
 
-def traced(span: Span | None, coded: type[BaseException]) -> AbstractContextManager[None]:
+def traced(span: OtelSpan | None, coded: type[BaseException]) -> AbstractContextManager[None]:
     """``calling(span, coded)``, or nothing for no span."""
     return _UNTRACED if span is None else calling(span, coded)

@@ -1,6 +1,7 @@
 """One trace per tool call, across every process it crosses: the agent's client span, the supervisor's
-``route`` span, the worker's ``tools/call`` span and its request to the server, and the span of an MCP
-server that traces itself (``tests/servers/traced_server.py``), which gets the context in ``_meta``.
+``route`` span, the worker's ``tools/call`` span (and the MCP SDK's span of its request to a remote
+server), and the span of an MCP server that traces itself (``tests/servers/traced_server.py``), which
+gets the context in ``_meta``.
 
 The supervisor, its workers and the server export over OTLP/HTTP to a collector in this process
 (``tests.otel.OtlpReceiver``); the test process is the agent, with an SDK provider that keeps its spans
@@ -29,34 +30,22 @@ from tests.otel import (
     KIND_CLIENT,
     KIND_SERVER,
     STATUS_ERROR,
+    SUPERVISOR,
+    TRACED_SERVER,
+    WAIT,
+    WORKER,
     OtlpReceiver,
     Received,
+    exporting_to,
     otlp_receiver,
     sdk_provider,
+    spans_of,
+    traced_stdio,
 )
 
 pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
-TRACED_SERVER = Path(__file__).parent.parent / "servers" / "traced_server.py"
-WAIT = 30.0  # seconds for spans to reach the collector (batches go every 50 ms here)
-SUPERVISOR, WORKER = "mcp-supervisor", "mcp-supervisor-worker"
-
-
-def exporting_to(receiver: OtlpReceiver, **more: str) -> dict[str, str]:
-    """The environment that points OTLP/HTTP exporters at ``receiver``."""
-    return {
-        "OTEL_TRACES_EXPORTER": "otlp",
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-        "OTEL_BSP_SCHEDULE_DELAY": "50",
-        "OTEL_SERVICE_NAME": "",
-        "OTEL_RESOURCE_ATTRIBUTES": "",
-    } | more
-
-
-def traced_stdio(receiver: OtlpReceiver) -> dict[str, object]:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
-    return {"command": sys.executable, "args": [str(TRACED_SERVER)], "env": env}
 
 
 def _free_port() -> int:
@@ -110,60 +99,61 @@ def traced(
     )
 
 
-def spans_of(
-    receiver: OtlpReceiver, trace_id: str, *wanted: tuple[str, str]
-) -> dict[tuple[str, str], Received]:
-    """The spans of one trace by (service, name), once every one ``wanted`` has arrived."""
-
-    def complete(spans: list[Received]) -> bool:
-        return set(wanted) <= {(span.service, span.name) for span in spans if span.trace_id == trace_id}
-
-    spans = receiver.wait_for(f"{wanted} in trace {trace_id}", complete, WAIT)
-    return {(span.service, span.name): span for span in spans if span.trace_id == trace_id}
-
-
-@pytest.mark.parametrize(
-    ("server", "service", "sender"),
-    [("traced", "traced-server", "mcp_supervisor"), ("remote", "traced-http-server", "mcp-python-sdk")],
-    ids=["stdio hot path", "streamable HTTP through the SDK"],
-)
-def test_a_call_is_one_trace_from_the_client_through_supervisor_and_worker_into_the_server(
-    traced: SupervisorProcess, receiver: OtlpReceiver, server: str, service: str, sender: str
+def test_a_call_on_the_stdio_hot_path_is_one_trace_of_one_span_per_process(
+    traced: SupervisorProcess, receiver: OtlpReceiver
 ) -> None:
     with sdk_provider() as client_spans:
-        assert traced.client.call_tool(f"mcp_{server}_echo", {"text": "hi"}, timeout=10).text == "hi"
+        assert traced.client.call_tool("mcp_traced_echo", {"text": "hi"}, timeout=10).text == "hi"
     [call] = client_spans.get_finished_spans()
     trace_id = f"{call.context.trace_id:032x}"
     found = spans_of(
         receiver,
         trace_id,
-        (SUPERVISOR, f"route mcp_{server}_echo"),
+        (SUPERVISOR, "route mcp_traced_echo"),
         (WORKER, "tools/call echo"),
-        (WORKER, "MCP send tools/call echo"),
-        (service, "tools/call echo"),
-        (service, "echo work"),
+        ("traced-server", "tools/call echo"),
+        ("traced-server", "echo work"),
     )
-    route = found[SUPERVISOR, f"route mcp_{server}_echo"]
+    route = found[SUPERVISOR, "route mcp_traced_echo"]
     serving = found[WORKER, "tools/call echo"]
-    sending = found[WORKER, "MCP send tools/call echo"]
-    handling = found[service, "tools/call echo"]
+    handling = found["traced-server", "tools/call echo"]
     assert route.parent_id == f"{call.context.span_id:016x}"
     assert serving.parent_id == route.span_id
-    assert sending.parent_id == serving.span_id
-    assert handling.parent_id == sending.span_id
-    assert found[service, "echo work"].parent_id == handling.span_id
-    assert (route.kind, serving.kind, sending.kind, handling.kind) == (
-        KIND_SERVER,
-        KIND_SERVER,
-        KIND_CLIENT,
-        KIND_SERVER,
-    )
-    assert sending.scope == sender  # the worker's own request, or the SDK's
-    assert route.attributes["mcp.server"] == server and route.attributes["mcp.tool"] == "echo"
-    assert route.attributes["gen_ai.tool.name"] == f"mcp_{server}_echo"
+    assert handling.parent_id == serving.span_id  # the worker's one span is what the server joins
+    assert found["traced-server", "echo work"].parent_id == handling.span_id
+    assert (route.kind, serving.kind, handling.kind) == (KIND_SERVER, KIND_SERVER, KIND_SERVER)
+    assert route.scope == serving.scope == "mcp_supervisor"
+    assert [span.service for span in receiver.received() if span.trace_id == trace_id].count(WORKER) == 1
+    assert route.attributes["mcp.server"] == "traced" and route.attributes["mcp.tool"] == "echo"
+    assert route.attributes["gen_ai.tool.name"] == "mcp_traced_echo"
     assert route.attributes["mcp_supervisor.outcome"] == serving.attributes["mcp_supervisor.outcome"] == "ok"
-    assert serving.resource["mcp_supervisor.server"] == server
+    assert serving.resource["mcp_supervisor.server"] == "traced"
     assert route.resource["process.pid"] == traced.process.pid
+
+
+def test_a_call_to_a_remote_server_nests_the_sdks_own_span_in_the_workers(
+    traced: SupervisorProcess, receiver: OtlpReceiver
+) -> None:
+    with sdk_provider() as client_spans:
+        assert traced.client.call_tool("mcp_remote_echo", {"text": "hi"}, timeout=10).text == "hi"
+    [call] = client_spans.get_finished_spans()
+    found = spans_of(
+        receiver,
+        f"{call.context.trace_id:032x}",
+        (SUPERVISOR, "route mcp_remote_echo"),
+        (WORKER, "tools/call echo"),
+        (WORKER, "MCP send tools/call echo"),
+        ("traced-http-server", "tools/call echo"),
+    )
+    route = found[SUPERVISOR, "route mcp_remote_echo"]
+    serving = found[WORKER, "tools/call echo"]
+    sending = found[WORKER, "MCP send tools/call echo"]
+    handling = found["traced-http-server", "tools/call echo"]
+    assert route.parent_id == f"{call.context.span_id:016x}"
+    assert serving.parent_id == route.span_id
+    assert sending.parent_id == serving.span_id and sending.kind == KIND_CLIENT
+    assert sending.scope == "mcp-python-sdk"
+    assert handling.parent_id == sending.span_id
 
 
 def test_a_failed_call_is_an_error_with_its_code_in_every_span(
@@ -291,7 +281,7 @@ def test_spans_still_queued_are_exported_when_a_worker_and_the_supervisor_stop(
         spans_of(receiver, trace_id, ("traced-server", "tools/call echo"))  # the server exports at once
         assert not {SUPERVISOR, WORKER} & {span.service for span in receiver.received()}
         sup.client.restart("traced")  # the worker that served the call exits: its spans go
-        spans_of(receiver, trace_id, (WORKER, "tools/call echo"), (WORKER, "MCP send tools/call echo"))
+        spans_of(receiver, trace_id, (WORKER, "tools/call echo"))
         assert sup.stop() == 0
         spans_of(receiver, trace_id, (SUPERVISOR, "route mcp_traced_echo"))
 

@@ -11,6 +11,8 @@ Tools:
     echo {text}         -> one text item equal to ``text`` (and a span ``echo work``)
     fail {message}      -> a result with ``isError: true`` and ``message`` as its text
     raise_error {message} -> a JSON-RPC error (-32603, ``message``)
+    context {}          -> one text item: the request's ``_meta`` trace context as JSON,
+                           ``{"traceparent": ..., "tracestate": ...}`` ("" for one not there)
 
 Environment: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``), ``OTEL_SERVICE_NAME``
 (default ``traced-server``).
@@ -18,6 +20,7 @@ Environment: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``), ``OTE
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -50,6 +53,7 @@ def build_server() -> Server[Any]:
         types.Tool(name="echo", description="Echo text.", input_schema=TEXT),
         types.Tool(name="fail", description="An isError result.", input_schema=MESSAGE),
         types.Tool(name="raise_error", description="A JSON-RPC error.", input_schema=MESSAGE),
+        types.Tool(name="context", description="The trace context it got.", input_schema={"type": "object"}),
     ]
     tracer = trace.get_tracer("traced-server")
 
@@ -68,6 +72,10 @@ def build_server() -> Server[Any]:
         if params.name == "fail":
             text = types.TextContent(type="text", text=arguments["message"])
             return types.CallToolResult(content=[text], is_error=True)
+        if params.name == "context":
+            meta = params.meta or {}
+            got = {key: str(meta.get(key, "")) for key in ("traceparent", "tracestate")}
+            return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(got))])
         if params.name == "raise_error":
             raise MCPError(code=types.INTERNAL_ERROR, message=arguments["message"])
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")

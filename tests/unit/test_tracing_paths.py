@@ -7,66 +7,37 @@ gets in ``_meta``). Tracing here records to memory; with it off, nothing is made
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgspec
 import pytest
-import trio
-import trio.testing
-from mcp import Client
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from supervisor.config.load import SupervisorSettings
-from supervisor.daemon.call_table import CallTable
-from supervisor.daemon.registry import Registry
-from supervisor.daemon.router import Router
-from supervisor.daemon.servers.pool import Server
-from supervisor.protocol import (
-    Abort,
-    CallResult,
-    CallTool,
-    ErrorReply,
-    FrontReply,
-    FrontStats,
-    Invoke,
-    InvokeFailed,
-    InvokeResult,
-    WorkerEvent,
-    WorkerTool,
-    decode_worker_command,
-)
+from supervisor.protocol import CallResult, ErrorReply, InvokeFailed, InvokeResult
 from supervisor.shared import tracing
-from supervisor.shared.repeats import Repeats
-from workers.calls import Calls
-from workers.catalog import Catalog
-from workers.own_requests import OwnRequests
-from workers.stdio import StdioServer
-from workers.uplink import Link
-
-CALLER = b"agent"
-WORKER = b"test/1/aa"
-TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
-CLIENT_SPAN = "00f067aa0ba902b7"
-TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
-WAIT = 5.0  # seconds any one wait in these tests may take
+from tests.call_fakes import (
+    CALLER,
+    CLIENT_SPAN,
+    TRACE_ID,
+    TRACEPARENT,
+    WORKER,
+    FakeServer,
+    FakeStdio,
+    Supervisor,
+    invoke,
+    serve,
+)
+from tests.otel import recording
 
 
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    """Tracing on in this process, spans kept in memory (no global provider is touched)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("test"))
-    monkeypatch.setattr(tracing, "on", True)
-    yield exporter
-    provider.shutdown()
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process, every trace sampled, spans kept in memory."""
+    with recording() as exporter:
+        yield exporter
 
 
 def only(finished: Sequence[ReadableSpan], name: str) -> ReadableSpan:
@@ -79,62 +50,6 @@ def attributes(span: ReadableSpan) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the supervisor
-
-
-@dataclass
-class FakeWorker:
-    target: bytes = WORKER
-    serving: bool = True
-
-
-@dataclass
-class FakeServer:
-    """A server as the router sees it: ready or not, and the one worker it routes to."""
-
-    name: str = "test"
-    state: str = "ready"
-    spec: Any = field(default_factory=lambda: type("Spec", (), {"tool_timeout": 30.0})())
-
-    def route(self, client: str, avoid: Sequence[object] = ()) -> FakeWorker:
-        return FakeWorker()
-
-    def why_unavailable(self) -> str:
-        return f"server {self.name!r} is {self.state}"
-
-
-class Supervisor:
-    """A router over a real registry and call table; what it sent to workers and callers."""
-
-    def __init__(self, *, state: str = "ready", max_calls_per_client: int = 1000) -> None:
-        self.to_workers: list[tuple[bytes, bytes]] = []
-        self.replies: list[tuple[bytes, FrontReply]] = []
-        settings = SupervisorSettings(max_calls_per_client=max_calls_per_client)
-        repeats = Repeats(logging.getLogger("test_tracing_paths"), clock=lambda: 0.0)
-        self.calls = CallTable(self._reply, lambda: settings, FrontStats(), repeats, lambda: ["test"])
-        registry = Registry()
-        registry.replace("test", [WorkerTool(name="echo", input_schema={"type": "object"})])
-        self.router = Router(
-            registry=registry,
-            servers=cast(dict[str, Server], {"test": FakeServer(state=state)}),
-            calls=self.calls,
-            send=lambda identity, payload: self.to_workers.append((identity, payload)),
-            reply=self._reply,
-            draining=lambda: False,
-            clock=lambda: 0.0,
-            deadline_added=lambda deadline: None,
-        )
-
-    def _reply(self, caller: bytes, reply: FrontReply) -> None:
-        self.replies.append((caller, reply))
-
-    def call(
-        self, id: int = 1, name: str = "mcp_test_echo", traceparent: str = TRACEPARENT, **more: str
-    ) -> None:
-        self.router.call(CALLER, CallTool(id=id, name=name, traceparent=traceparent, **more))
-
-    def invokes(self) -> list[Invoke]:
-        sent = [decode_worker_command(payload) for _, payload in self.to_workers]
-        return [command for command in sent if isinstance(command, Invoke)]
 
 
 def test_a_routed_call_is_a_span_child_of_the_callers_whose_context_goes_to_the_worker(
@@ -289,76 +204,19 @@ def test_with_tracing_off_no_span_is_made_and_the_worker_gets_no_trace_context()
 # ---------------------------------------------------------------- the worker
 
 
-class FakeLink:
-    def __init__(self) -> None:
-        self.sent: list[WorkerEvent] = []
-
-    def send(self, event: WorkerEvent) -> None:
-        self.sent.append(event)
-
-    def fail(self, call: int, code: str, message: str) -> None:
-        self.sent.append(InvokeFailed(call=call, code=code, message=message))
-
-
-class FakeStdio:
-    """A stdio server as ``Calls`` sees it: the worker's own requests, whose lines are collected."""
-
-    def __init__(self) -> None:
-        self.lines: list[dict[str, Any]] = []
-        self.written = trio.Event()
-        self.own = OwnRequests(self._write)
-
-    def _write(self, line: bytes, *, at_once: bool = False) -> None:
-        self.lines.append(json.loads(line))
-        self.written.set()
-
-    def answer(self, result: dict[str, Any]) -> None:
-        request = self.lines[-1]
-        line = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
-        assert self.own.take(line)
-
-
-async def _lost(during: str) -> None:
-    raise AssertionError(f"the session was lost during {during}")
-
-
-def invoke(call: int, arguments: object, traceparent: str = "") -> Invoke:
-    raw = msgspec.Raw(msgspec.msgpack.encode(arguments))
-    return Invoke(call=call, tool="echo", arguments=raw, budget=60.0, traceparent=traceparent)
-
-
-async def serve(server: FakeStdio, command: Invoke, *, abort: bool = False) -> FakeLink:
-    """One ``Invoke`` served on the hot path; the server answers it (or it is aborted)."""
-    link = FakeLink()
-    with trio.fail_after(WAIT):
-        async with trio.open_nursery() as nursery:
-            calls = Calls(cast(Link, link), nursery, cast(StdioServer, server), cast(Catalog, None), _lost)
-            calls.ready(cast(Client, object()), [WorkerTool(name="echo", input_schema={"type": "object"})])
-            calls.invoke(command)
-            await trio.testing.wait_all_tasks_blocked()
-            if server.lines and abort:
-                calls.abort(Abort(call=command.call))
-            elif server.lines:
-                server.answer({"content": [{"type": "text", "text": "hi"}]})
-    return link
-
-
-async def test_a_worker_serves_a_call_in_a_span_and_the_server_gets_its_context_in_meta(
+async def test_a_worker_serves_a_call_in_one_span_and_the_server_gets_its_context_in_meta(
     spans: InMemorySpanExporter,
 ) -> None:
     server = FakeStdio()
     parent = f"00-{TRACE_ID}-{'ab' * 8}-01"
     link = await serve(server, invoke(7, {"text": "hi"}, parent))
     assert isinstance(link.sent[-1], InvokeResult)
-    finished = spans.get_finished_spans()
-    serving = only(finished, "tools/call echo")
-    sending = only(finished, "MCP send tools/call echo")
-    assert serving.kind is SpanKind.SERVER and sending.kind is SpanKind.CLIENT
+    [serving] = spans.get_finished_spans()
+    assert serving.name == "tools/call echo" and serving.kind is SpanKind.SERVER
     assert serving.parent is not None and f"{serving.parent.span_id:016x}" == "ab" * 8
-    assert sending.parent is not None and sending.parent.span_id == serving.context.span_id
     assert attributes(serving)["mcp_supervisor.outcome"] == "ok"
     meta = server.lines[0]["params"]["_meta"]
-    assert meta["traceparent"] == f"00-{TRACE_ID}-{sending.context.span_id:016x}-01"
+    assert meta["traceparent"] == f"00-{TRACE_ID}-{serving.context.span_id:016x}-01"
 
 
 async def test_a_call_the_worker_refuses_ends_its_span_with_the_code(spans: InMemorySpanExporter) -> None:
