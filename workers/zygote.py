@@ -4,9 +4,9 @@ A fresh worker interpreter spends about a second of CPU importing the MCP SDK,
 httpx, jsonschema, trio and pyzmq, and holds some 70 MB of its own. The
 supervisor instead starts one ``python -m workers --zygote``, which imports all
 of that once, calls ``gc.freeze()`` (so the collector never writes to the
-shared pages), offers its memory to the kernel's same-page merging (``merge_identical_pages``: pages
-the workers copy alike are folded back into one where KSM runs), and then forks a worker per request. Nothing here creates trio
-or ZeroMQ state: both are created by the worker after the fork.
+shared pages), offers its memory to the kernel's same-page merging (``merge_identical_pages``:
+pages the workers copy alike are folded back into one where KSM runs), and then forks a worker per
+request. Nothing here creates trio or ZeroMQ state: both are created by the worker after the fork.
 
 The supervisor talks to the zygote over a ``SOCK_SEQPACKET`` socket, the zygote's stdin:
 
