@@ -160,7 +160,7 @@ def measure_ours(kind: Kind, n: int, args: argparse.Namespace, problems: list[st
         done = trio.run(through_facade, ctx, kind, args.settle, args.calls, read)
     problems.extend(log_problems(run.log))
     others = [f"{pid}: {cmdline(pid)[:100]}" for pid in by_role["other"][:5]]
-    done.detail = {"ready_s": ready_s, "pids": by_role, "other_cmdlines": others}
+    done.detail |= {"ready_s": ready_s, "pids": by_role, "other_cmdlines": others}
     return done
 
 
@@ -209,7 +209,7 @@ def table(results: dict[tuple[str, int], dict[str, Exercised]], systems: list[st
         for i, (label, key, listed_only) in enumerate(FIGURES):
             cells = []
             for system in systems:
-                if system in skipped:
+                if system in skipped and not (listed_only and done[system].listed):
                     cells.append(f"skipped [{skipped[system]}]" if i == 0 else "-")
                     continue
                 figures = sums[system][0 if listed_only else 1]

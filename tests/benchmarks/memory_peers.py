@@ -110,7 +110,9 @@ async def exercise(
     host: Host, names: list[str], kind: Kind, settle: float, calls: bool, read: Read, out: Exercised
 ) -> None:
     """List (every server's tool must be there), rest, read; call each server's tool once, rest, read."""
+    started = time.perf_counter()
     listing = await host.listing()
+    out.detail["listing_s"] = time.perf_counter() - started
     if missing := [name for name in names if kind.tool not in listing.tools.get(name, frozenset())]:
         raise RuntimeError(f"{len(missing)} servers' {kind.tool} not listed, e.g. {missing[0]}")
     await trio.sleep(settle)  # a rest before reading, not a wait for a state
@@ -118,9 +120,11 @@ async def exercise(
     if not calls:
         return
     assert host.call is not None
+    started = time.perf_counter()
     for name in names:
         await host.call(name, kind.tool, kind.arguments)
         out.calls_made += 1
+        out.detail["calls_s"] = time.perf_counter() - started
     await trio.sleep(settle)
     out.called = read()
 
@@ -175,9 +179,13 @@ async def measure_peer(key: str, ctx: Ctx, kind: Kind, args: Any, problems: list
         except Exception as exc:
             out.skipped = f"failed: {short(exc)}"
     if budget.cancelled_caught:
-        n = len(ctx.names)
-        done = "not listed" if not out.listed else f"{out.calls_made} of {n} servers' tools called"
-        out.skipped = f"did not finish within the {args.peer_budget:g} s budget ({done})"
+        done = "it did not list"
+        if out.listed:
+            done = f"its listing took {out.detail['listing_s']:.1f} s"
+            if made := out.calls_made:
+                spent = out.detail["calls_s"]
+                done += f", then {made} of {len(ctx.names)} calls {spent:.0f} s ({spent / made:.1f} s a call)"
+        out.skipped = f"did not finish within the {args.peer_budget:g} s budget: {done}"
     out.detail["roots"] = roots
     for path in ctx.logs.values():  # up to the end of the measurement, or all if it did not end
         if count := tracebacks(path, measured.get(path)):
