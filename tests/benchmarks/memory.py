@@ -300,7 +300,7 @@ def main() -> int:
     )
     parser.add_argument("--peers", type=_peers, default=",".join(PEERS), help="peers to measure, or none")
     parser.add_argument(
-        "--peer-budget", type=float, default=120.0, help="seconds a peer may take to list and call"
+        "--peer-budget", type=float, default=240.0, help="seconds a peer may take to list and call"
     )
     parser.add_argument("--peers-venv", type=Path, default=PEERS_DIR, help="where the peers are installed")
     parser.add_argument("--magg-python", default="auto", help="Python >= 3.12 for magg (see peers.py)")
