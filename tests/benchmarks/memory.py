@@ -130,6 +130,7 @@ def measure_ours(kind: Kind, n: int, args: argparse.Namespace, problems: list[st
     setting["supervisor"]["workerSpawn"] = args.spawn
     servers = {name: kind.entry() for name in names}
     by_role: dict[str, list[int]] = {}
+    others: list[str] = []  # the command lines of the first "other" processes
     with (
         supervised(servers, problems, setting) as run,
         SupervisorClient(run.endpoint, request_timeout=5.0) as sup,
@@ -154,12 +155,12 @@ def measure_ours(kind: Kind, n: int, args: argparse.Namespace, problems: list[st
                 facade=[facade],
                 server=sorted(servers),
             )
+            others[:] = [f"{pid}: {cmdline(pid)[:100]}" for pid in by_role["other"][:5]]
             return readings(by_role)
 
         ctx = context(servers, Path(tmpdir), {}, run.endpoint, run.proc.pid)
         done = trio.run(through_facade, ctx, kind, args.settle, args.calls, read)
     problems.extend(log_problems(run.log))
-    others = [f"{pid}: {cmdline(pid)[:100]}" for pid in by_role["other"][:5]]
     done.detail |= {"ready_s": ready_s, "pids": by_role, "other_cmdlines": others}
     return done
 
@@ -344,6 +345,9 @@ def main() -> int:
     summary = summarize(results)
     for s in summary:
         print(summary_line(s))
+    for (name, n), done in results.items():
+        if others := done["ours"].detail.get("other_cmdlines"):
+            print(f"other processes under the supervisor ({name} x{n}): {others}")
     for problem in problems:
         print(f"problem: {problem}")
     rows = [asdict(r) for (k, n), by in results.items() for s, d in by.items() for r in rows_of(k, n, s, d)]

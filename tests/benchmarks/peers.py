@@ -105,6 +105,7 @@ from tests.benchmarks.common import (
     write_json,
 )
 from tests.benchmarks.facade import text_of
+from tests.benchmarks.fleet import HelpFormatter, cmdline
 from workers.remote import keepalive_http_client
 
 RESULTS = REPO / "tests/benchmarks/results"
@@ -373,13 +374,6 @@ def descendants(roots: list[int]) -> list[int]:
         except OSError:
             continue
     return seen
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def backend_pid(roots: list[int], server: str) -> int | None:
@@ -1277,10 +1271,6 @@ def _paths(text: str) -> list[PathSpec]:
     if not keys or any(k not in by_key for k in keys):
         raise argparse.ArgumentTypeError(f"paths are some of {', '.join(by_key)}, not {text!r}")
     return [by_key[k] for k in keys]
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """--help with the module docstring as written and every option's default."""
 
 
 @contextmanager

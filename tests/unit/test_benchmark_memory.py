@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tests.benchmarks.fleet import Memory, descendants
 from tests.benchmarks.memory import MB, totals
-from tests.benchmarks.memory_peers import SERVER_ENV, sort_tree, tracebacks
+from tests.benchmarks.memory_peers import sort_tree, tracebacks
+from tests.benchmarks.peers import SERVER_ENV
 
 
 def test_a_peers_processes_are_foundby_the_servers_marker() -> None:
