@@ -8,21 +8,22 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.benchmarks.fleet import Memory, descendants
+from tests.benchmarks.fleet import Memory
 from tests.benchmarks.memory import MB, totals
 from tests.benchmarks.memory_peers import sort_tree, tracebacks
 from tests.benchmarks.peers import SERVER_ENV
 
 
-def test_a_peers_processes_are_foundby_the_servers_marker() -> None:
+def test_a_peers_processes_are_sorted_by_the_servers_marker() -> None:
     # sh (the peer) starts a marked sleep (a server) and an unmarked one (a helper of the peer's).
     script = f"{SERVER_ENV}=s0 sleep 30 & sleep 30 & wait"
     proc = subprocess.Popen(["sh", "-c", script], start_new_session=True)
     try:
         deadline = time.monotonic() + 10.0
-        while len(descendants(proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)  # a poll for the two children to exist, bounded
         found = sort_tree([proc.pid])
+        while (len(found["server"]), len(found["peer"])) != (1, 2) and time.monotonic() < deadline:
+            time.sleep(0.01)  # a poll, bounded, for both children to have exec'd sleep
+            found = sort_tree([proc.pid])
         assert len(found["server"]) == 1
         assert proc.pid in found["peer"] and len(found["peer"]) == 2
         assert not set(found["server"]) & set(found["peer"])
