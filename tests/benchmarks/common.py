@@ -122,12 +122,12 @@ def machine_info(**run: object) -> dict[str, Any]:
     }
 
 
-def print_table(header: list[str], rows: list[list[str]]) -> None:
-    """A plain-text table: the first column left-aligned, the rest right-aligned."""
+def print_table(header: list[str], rows: list[list[str]], left: int = 1) -> None:
+    """A plain-text table: the first ``left`` columns left-aligned, the rest right-aligned."""
     widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
     for line in (header, *rows):
         pairs = enumerate(zip(line, widths, strict=True))
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs))
+        print("  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in pairs))
 
 
 def write_json(path: Path | None, data: dict[str, Any]) -> None:

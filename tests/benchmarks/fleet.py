@@ -497,7 +497,7 @@ def memory(pid: int) -> Memory | None:
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except (FileNotFoundError, ProcessLookupError):
+    except OSError:  # gone, or not ours to read
         return ""
 
 

@@ -105,6 +105,7 @@ from tests.benchmarks.common import (
     write_json,
 )
 from tests.benchmarks.facade import text_of
+from tests.benchmarks.fleet import HelpFormatter, cmdline
 from workers.remote import keepalive_http_client
 
 RESULTS = REPO / "tests/benchmarks/results"
@@ -375,13 +376,6 @@ def descendants(roots: list[int]) -> list[int]:
     return seen
 
 
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
 def backend_pid(roots: list[int], server: str) -> int | None:
     """The live server-everything (node) process of ``server`` below ``roots``."""
     mark = f"{SERVER_ENV}={server}".encode()
@@ -573,6 +567,7 @@ class Host:
     echo: Callable[[], Awaitable[None]]  # one call of s0's echo, its result checked
     roots: list[int]  # processes whose trees hold the path's backends
     protocol: str
+    call: Callable[[str, str, dict[str, Any]], Awaitable[str]] | None = None  # (server, tool, args) -> text
 
 
 async def tool_names(client: Client) -> list[str]:
@@ -595,8 +590,7 @@ def mcp_host(
     who: str, sessions: list[tuple[str | None, Client]], servers: list[str], prefix: str, roots: list[int]
 ) -> Host:
     """Sessions of the SDK's Client: one aggregating (server None) or one per server."""
-    first_server, first = sessions[0]
-    echo_name = "echo" if first_server is not None else prefix.format(servers[0]) + "echo"
+    own = {server: client for server, client in sessions if server is not None}
 
     async def listing() -> Listing:
         pages: list[list[str]] = [[] for _ in sessions]
@@ -610,13 +604,18 @@ def mcp_host(
         named = [(server, n) for (server, _), names in zip(sessions, pages, strict=True) for n in names]
         return attribute(named, servers, prefix)
 
-    async def echo() -> None:
-        result = await first.call_tool(echo_name, ECHO_ARGS)
+    async def call(server: str, tool: str, arguments: dict[str, Any]) -> str:
+        """``tool`` of ``server``: on its own session, or on the aggregating one by its prefixed name."""
+        name = tool if server in own else prefix.format(server) + tool
+        result = await own.get(server, sessions[0][1]).call_tool(name, arguments)
         if result.is_error:
-            raise RuntimeError(f"{who}: {echo_name} answered isError: {text_of(result.content)}")
-        check_echo(who, text_of(result.content))
+            raise RuntimeError(f"{who}: {name} answered isError: {text_of(result.content)}")
+        return text_of(result.content)
 
-    return Host(listing, echo, roots, str(first.protocol_version))
+    async def echo() -> None:
+        check_echo(who, await call(servers[0], "echo", ECHO_ARGS))
+
+    return Host(listing, echo, roots, str(sessions[0][1].protocol_version), call)
 
 
 @asynccontextmanager
@@ -1272,10 +1271,6 @@ def _paths(text: str) -> list[PathSpec]:
     if not keys or any(k not in by_key for k in keys):
         raise argparse.ArgumentTypeError(f"paths are some of {', '.join(by_key)}, not {text!r}")
     return [by_key[k] for k in keys]
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """--help with the module docstring as written and every option's default."""
 
 
 @contextmanager
