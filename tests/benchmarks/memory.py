@@ -24,7 +24,10 @@ process holds alone, what its exit gives back. The table puts the systems side b
 supervision cost (supervisor + workers + zygote; a peer's own processes) in all and per server, the
 servers' own memory, our facade, and the supervision PSS read after the listing alone. A line per
 count gives the per-worker PSS and USS (USS target < 20 MB) and our supervision cost against each
-peer's. Server kinds: ``tiny`` (stdlib-only JSON-RPC, the default: the servers stay small), ``test``,
+peer's. Where the kernel's same-page merging runs (``/sys/kernel/mm/ksm/run`` 1: workers offer their
+memory to it, ``memoryMerge``), each reading of ours first waits for ksmd to settle
+(tests/benchmarks/ksm.py, at most --ksm-timeout s); the header says whether it ran. Server kinds:
+``tiny`` (stdlib-only JSON-RPC, the default: the servers stay small), ``test``,
 ``everything``, ``time`` (see tests/benchmarks/fleet.py). Not a test: pytest only collects test_*.py.
 """
 
@@ -40,6 +43,7 @@ from typing import Any
 import trio
 
 from supervisor.client.blocking import SupervisorClient
+from tests.benchmarks import ksm
 from tests.benchmarks.common import REPO, print_table, write_json
 from tests.benchmarks.fleet import (
     HelpFormatter,
@@ -131,6 +135,7 @@ def measure_ours(kind: Kind, n: int, args: argparse.Namespace, problems: list[st
     servers = {name: kind.entry() for name in names}
     by_role: dict[str, list[int]] = {}
     others: list[str] = []  # the command lines of the first "other" processes
+    settled: list[str] = []
     with (
         supervised(servers, problems, setting) as run,
         SupervisorClient(run.endpoint, request_timeout=5.0) as sup,
@@ -139,6 +144,7 @@ def measure_ours(kind: Kind, n: int, args: argparse.Namespace, problems: list[st
         ready_s = wait_all_ready(sup, run, n, args.timeout, 0.05).listed_s
 
         def read(facade: int) -> dict[str, list[Memory]]:
+            settled.append(ksm.settle(args.ksm_timeout))  # where KSM runs: what it will fold, folded
             rows = sup.status()
             workers = {r.worker_pid for r in rows if r.worker_pid}
             servers = {r.server_pid for r in rows if r.server_pid}
@@ -161,7 +167,7 @@ def measure_ours(kind: Kind, n: int, args: argparse.Namespace, problems: list[st
         ctx = context(servers, Path(tmpdir), {}, run.endpoint, run.proc.pid)
         done = trio.run(through_facade, ctx, kind, args.settle, args.calls, read)
     problems.extend(log_problems(run.log))
-    done.detail |= {"ready_s": ready_s, "pids": by_role, "other_cmdlines": others}
+    done.detail |= {"ready_s": ready_s, "pids": by_role, "other_cmdlines": others, "ksm": settled}
     return done
 
 
@@ -299,6 +305,12 @@ def main() -> int:
         action="store_false",
         help="do not call each server's tool once before reading (calls made: %(default)s)",
     )
+    parser.add_argument(
+        "--ksm-timeout",
+        type=float,
+        default=300.0,
+        help="where the kernel's same-page merging runs: seconds to wait for it to settle before a reading",
+    )
     parser.add_argument("--peers", type=_peers, default=",".join(PEERS), help="peers to measure, or none")
     parser.add_argument(
         "--peer-budget", type=float, default=240.0, help="seconds a peer may take to list and call"
@@ -323,6 +335,7 @@ def main() -> int:
         spawn=args.spawn,
         peers=",".join(args.peers) or "none",
         peer_budget=args.peer_budget,
+        ksm=ksm.describe(),
     )
     installed = install_peers(args.peers_venv, wanted_peers(args.peers), args.magg_python)
     problems: list[str] = []
