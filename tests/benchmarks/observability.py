@@ -17,6 +17,8 @@ own server process of the same kind, all started before the measuring and left r
   sampled  as tracing, with OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG=0.01:
            1 % of new traces recorded; the others make no span, and only their context travels
   both     metrics and tracing together
+  unmerged "memoryMerge": false: workers keep their memory out of the kernel's same-page merging;
+           with KSM running, "off" against it is what merged pages cost a call
 
 More configurations are one more entry in MODES: the config's "supervisor" settings,
 and the environment the supervisor runs with.
@@ -117,6 +119,9 @@ MODES = {
             "OTEL_TRACES_SAMPLER_ARG": "0.01",
         },
     ),
+    # Workers kept out of the kernel's same-page merging: against "off" (where they offer their memory),
+    # with /sys/kernel/mm/ksm/run 1, what a merged page costs a call (a write to it copies it again).
+    "unmerged": Mode("unmerged", {"memoryMerge": False}),
     "both": Mode(
         "both", {"metrics": "127.0.0.1:0", "tracing": True}, env={"OTEL_TRACES_EXPORTER": "none"}, scrape=True
     ),
