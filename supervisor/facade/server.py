@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -51,6 +52,7 @@ from pydantic import ValidationError
 from supervisor import __version__
 from supervisor.client.errors import SupervisorError
 from supervisor.facade.callers import Hosts
+from supervisor.facade.express import Express
 from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
 from supervisor.facade.relay import Relay
 from supervisor.facade.resources import Catalog, complete
@@ -103,6 +105,7 @@ class FacadeOptions:
     list_wait: float = 30.0  # seconds the first listing waits for a supervisor and its servers' first starts
     search_limit: int = 10  # tools a search returns when the host gives no limit
     single: str | None = None  # serve this one server under its own names (no mcp_{server}_ prefix)
+    fast: bool = True  # answer tools/call and tools/list on the fast path when it can (express)
 
 
 class Facade:
@@ -148,6 +151,10 @@ class Facade:
         add("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe)
         # Only ours: the SDK's default OpenTelemetry middleware costs every message and exports nothing here.
         self.server.middleware = [self._hear_connections]
+        # A 2026-07-28 call's Mcp-Param-* headers are checked against the schema listed (not a listing).
+        self.server.get_tool_input_schema = self._tools.input_schema
+        self.express = Express(self._tools, self._hosts, self.server, self._client)
+        self.heard: Callable[[ServerRequestContext[Any, Any]], None] | None = None  # each message served
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
@@ -164,6 +171,8 @@ class Facade:
         """Remember each handshake-era connection (by its ``notifications/initialized``), to tell it
         of changes; a request whose params do not fit its method is told which (the SDK's own error
         names nothing)."""
+        if self.heard is not None:
+            self.heard(ctx)
         if ctx.method == "notifications/initialized":
             self._heard[host_key(ctx)] = ctx.session
             while len(self._heard) > MAX_CONNECTIONS_HEARD:

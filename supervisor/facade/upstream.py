@@ -97,6 +97,11 @@ class Upstream:
     def connected(self) -> bool:
         return self._client is not None
 
+    @property
+    def settled(self) -> bool:
+        """Connected, and its tools listed: a listing or a call need not wait for anything."""
+        return self._client is not None and self._first.is_set()
+
     async def wait_first(self, wait: float) -> None:
         """Before the first connection, wait up to ``wait`` seconds for one (a host that starts the
         facade asks at once; a supervisor that answers a moment later should not fail its first call)."""
