@@ -185,9 +185,9 @@ class Express:
 
     # ------------------------------------------------------------ answers
 
-    async def answer(self, taken: Taken, notify: Notify | None = None) -> bytes:
-        """The answer to ``taken`` (a JSON-RPC response or error, as bytes); the server's progress goes
-        to ``notify`` as the host's ``notifications/progress``."""
+    async def answer(self, taken: Taken, notify: Notify | None = None) -> tuple[bytes, int | None]:
+        """The answer to ``taken`` (a JSON-RPC response or error, as bytes) and its error's code (None
+        for a result); the server's progress goes to ``notify`` as the host's ``notifications/progress``."""
         counted = (taken.method, taken.version)
         if counted not in self.taken:
             log.debug("%s of protocol %s answered on the fast path", *counted)
@@ -196,15 +196,15 @@ class Express:
             result = taken.listing if taken.listing is not None else await self._call(taken, notify)
         except MCPError as exc:
             error = exc.error.model_dump(by_alias=True, mode="json", exclude_unset=True)
-            return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error})
+            return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error}), exc.error.code
         except Exception as exc:  # boundary: one request's failure is its answer, as on the SDK's path
             log.exception("the fast path failed to answer %s", taken.method)
             if taken.version in MODERN_PROTOCOL_VERSIONS:
                 error = {"code": types.INTERNAL_ERROR, "message": "Internal server error"}
             else:
                 error = {"code": 0, "message": str(exc)}
-            return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error})
-        return _encode({"jsonrpc": "2.0", "id": taken.id, "result": result})
+            return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error}), error["code"]
+        return _encode({"jsonrpc": "2.0", "id": taken.id, "result": result}), None
 
     async def _call(self, taken: Taken, notify: Notify | None) -> dict[str, Any]:
         upstream = self._client()

@@ -31,6 +31,7 @@ from mcp.shared.message import SessionMessage
 from supervisor.facade.guard import ACCEPT_BACKLOG
 from supervisor.facade.handshake import Opening
 from supervisor.facade.host_sessions import session_app
+from supervisor.facade.http_lane import FastLane
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
@@ -186,6 +187,8 @@ def http_app(
     host, port = sock.getsockname()[:2]
     ours = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # SameOrigin does it, everywhere
     app: ASGIApp = session_app(facade.server, MCP_PATH, ours)
+    if facade.options.fast:
+        app = FastLane(app, facade.express, facade.tools, MCP_PATH)
     if tokens is not None:
         app = BearerAuth(app, tokens)
     return SameOrigin(app, HostCheck(ListenAddress(host, port), port, allow_hosts))

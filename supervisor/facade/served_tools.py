@@ -65,6 +65,7 @@ class ServedTools:
         self._index: tuple[int, SearchIndex] | None = None
         self._originals: tuple[int, dict[str, str]] | None = None  # with single: (version, name -> prefixed)
         self._single_seen: tuple[int, bool] | None = None  # with single: (generation, its tools listed)
+        self._schemas: tuple[object, dict[str, dict[str, Any]]] | None = None  # (listing, name -> schema)
 
     def changed(self) -> None:
         """The registry's tools changed: the next listing and search are made anew."""
@@ -133,11 +134,11 @@ class ServedTools:
         """The input schema of the tool ``name`` as the latest protocol's hosts see it listed (None: not
         listed), for the SDK's check of a 2026-07-28 call's ``Mcp-Param-*`` headers."""
         entries = self.listing_now(LATEST_MODERN_VERSION)
-        for entry in entries or ():
-            if entry["name"] == name:
-                schema: dict[str, Any] = entry["inputSchema"]
-                return schema
-        return None
+        schemas = self._schemas
+        if schemas is None or schemas[0] is not entries:
+            by_name = {entry["name"]: entry["inputSchema"] for entry in entries or ()}
+            schemas = self._schemas = (entries, by_name)
+        return schemas[1].get(name)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

@@ -120,7 +120,7 @@ class Facade:
         self._tasks: anyio.abc.TaskGroup | None = None  # the facade's own background tasks
         self._untold = Change()  # changes noted and not told to hosts yet
         self._wake = anyio.Event()  # set when there are
-        self._tools = ServedTools(options, self._client, self._hosts)
+        self.tools = ServedTools(options, self._client, self._hosts)
         self._catalog = Catalog(options.view, self._client, self._hosts, single=options.single)
         self.relay = Relay(lambda: self._heard, self._forget, self._bus, single=options.single)
         self._listen_handler = ListenHandler(self._bus)
@@ -133,13 +133,13 @@ class Facade:
             instructions=INSTRUCTIONS,
             # Never fresh for long: the registry changes when servers restart (hosts are told, too).
             cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in _CACHED},
-            on_call_tool=self._tools.call_tool,
+            on_call_tool=self.tools.call_tool,
             on_subscriptions_listen=self._listen,
         )
         # Listings and reads relay JSON as the servers sent it (the SDK still checks it on the way out).
         paginated = types.PaginatedRequestParams
         add = self.server.add_request_handler
-        add("tools/list", paginated, self._tools.list_tools)
+        add("tools/list", paginated, self.tools.list_tools)
         add("resources/list", paginated, self._catalog.list_resources)
         add("resources/templates/list", paginated, self._catalog.list_resource_templates)
         add("resources/read", types.ReadResourceRequestParams, self._catalog.read_resource)
@@ -152,8 +152,8 @@ class Facade:
         # Only ours: the SDK's default OpenTelemetry middleware costs every message and exports nothing here.
         self.server.middleware = [self._hear_connections]
         # A 2026-07-28 call's Mcp-Param-* headers are checked against the schema listed (not a listing).
-        self.server.get_tool_input_schema = self._tools.input_schema
-        self.express = Express(self._tools, self._hosts, self.server, self._client)
+        self.server.get_tool_input_schema = self.tools.input_schema
+        self.express = Express(self.tools, self._hosts, self.server, self._client)
         self.heard: Callable[[ServerRequestContext[Any, Any]], None] | None = None  # each message served
 
     def initialization_options(self) -> InitializationOptions:
@@ -190,7 +190,7 @@ class Facade:
         """What the supervisor serves changed: noted at once (the link's event loop never waits for a
         host); ``tell_hosts`` tells them, changes that come meanwhile coalesced into one round."""
         if change.tools:
-            self._tools.changed()
+            self.tools.changed()
         if change.tools or change.catalog:
             self._catalog.forget()
         self._untold = Change(

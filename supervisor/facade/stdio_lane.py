@@ -114,7 +114,7 @@ class StdioLane:
         answer: bytes | None = None
         try:
             with scope:
-                answer = await self._express.answer(taken, self._writer.write_line)
+                answer = (await self._express.answer(taken, self._writer.write_line))[0]
         except trio.Cancelled:
             with trio.move_on_after(CLOSE_WRITE_TIMEOUT) as closing:
                 closing.shield = True
