@@ -59,6 +59,7 @@ _CAPABILITIES_KEY: Final = types.CLIENT_CAPABILITIES_META_KEY
 _MODERN_META: Final = frozenset({_VERSION_KEY, _INFO_KEY, _CAPABILITIES_KEY, "progressToken"})
 _HANDSHAKE_META: Final = frozenset({"progressToken"})
 _NO_PARAMS: Final = msgspec.Raw(b"")
+_ID_RANGE: Final = (-(2**63), 2**63 - 1)  # integer ids msgspec writes back as read
 
 Notify = Callable[[bytes], Awaitable[None]]  # sends one JSON-RPC notification (its bytes) to the host
 
@@ -138,9 +139,9 @@ class Express:
             elif not meta.keys() <= _HANDSHAKE_META:
                 return None
             progress = _TOKEN.decode(meta["progressToken"]) if "progressToken" in meta else None
-        except msgspec.DecodeError:  # not one request of the shape taken here: the SDK says what it is
+        except (msgspec.DecodeError, ValueError):  # not a request taken here (invalid UTF-8 included)
             return None
-        if (request.method, version) not in methods.CLIENT_REQUESTS:
+        if (request.method, version) not in methods.CLIENT_REQUESTS or not _writable(request.id, progress):
             return None
         if isinstance(params, _ListParams):
             listing = self._listing(version)
@@ -274,6 +275,11 @@ def _judged(method: str, meta: dict[str, Any]) -> str | None:
     if capabilities.sampling is not None or capabilities.elicitation is not None:
         return None
     return route.protocol_version
+
+
+def _writable(*ids: int | str | None) -> bool:
+    """Whether each integer among ``ids`` is one msgspec writes back as it was read (64 bits)."""
+    return all(type(id) is not int or _ID_RANGE[0] <= id <= _ID_RANGE[1] for id in ids)
 
 
 def _plain(content: list[dict[str, Any]]) -> bool:

@@ -21,10 +21,11 @@ the SDK's does, so no proxy idle timeout cuts it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
-import anyio
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
@@ -107,32 +108,31 @@ class FastLane:
         return True
 
     async def _answer(self, taken: Taken, receive: Receive, send: Send) -> None:
-        """The answer, as JSON; as an event stream once the call outlasts ``SSE_PING_INTERVAL``."""
-        streaming = False
-        answer: tuple[bytes, int | None] | None = None
+        """The answer, as JSON; as an event stream once the call outlasts ``SSE_PING_INTERVAL``.
 
-        async def guard() -> None:
-            """The host's disconnect cancels the call; a long call's answer turns into a pinged stream."""
-            nonlocal streaming
-            while True:
-                with anyio.move_on_after(SSE_PING_INTERVAL):
-                    if (await receive())["type"] == "http.disconnect":
-                        calls.cancel_scope.cancel()
-                        return
-                    continue
-                if not streaming:
-                    streaming = True
-                    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-                await send({"type": "http.response.body", "body": _PING, "more_body": True})
-
-        async with anyio.create_task_group() as calls:
-            calls.start_soon(guard)
-            answer = await self._express.answer(taken)
-            calls.cancel_scope.cancel()
-        if answer is None:  # the host went away: nobody to answer
-            return
-        body, code = answer
-        if streaming:
+        The watches are asyncio's own (uvicorn serves on asyncio): a task that waits for the host's
+        disconnect, and a timer for the stream; anyio's cancel scopes cost more than the rest."""
+        exchange = _Exchange(send, asyncio.current_task())
+        loop = asyncio.get_running_loop()
+        watch = loop.create_task(exchange.watch(receive))
+        timer = loop.call_later(SSE_PING_INTERVAL, exchange.start_stream)
+        try:
+            body, code = await self._express.answer(taken)
+        except asyncio.CancelledError:
+            if not exchange.gone:
+                raise
+            if exchange.task is not None:
+                exchange.task.uncancel()
+            return  # the host went away: nobody to answer
+        finally:
+            timer.cancel()
+            watch.cancel()
+        if exchange.pings is not None:  # the answer ends the event stream
+            exchange.pings.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await exchange.pings  # no ping is being sent now
+            if not exchange.streaming:
+                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
             await send({"type": "http.response.body", "body": event, "more_body": False})
             return
@@ -140,6 +140,34 @@ class FastLane:
         headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+class _Exchange:
+    """One fast-path request's watches: the host's disconnect, and the event stream of a long call."""
+
+    def __init__(self, send: Send, task: asyncio.Task[Any] | None) -> None:
+        self._send = send
+        self.task = task  # the request's own, cancelled when the host goes away
+        self.gone = False
+        self.pings: asyncio.Task[None] | None = None  # once the answer is an event stream
+        self.streaming = False  # its head sent
+
+    async def watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.gone = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def start_stream(self) -> None:
+        self.pings = asyncio.get_running_loop().create_task(self._ping())
+
+    async def _ping(self) -> None:
+        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        self.streaming = True
+        while True:
+            await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
+            await asyncio.sleep(SSE_PING_INTERVAL)
 
 
 def _headers(scope: Scope) -> dict[str, str] | None:

@@ -1,7 +1,8 @@
 """The stdio facade's own stdin and stdout: non-blocking pipes under trio, no thread per line.
 
-Above: ``supervisor.facade.run.serve_stdio``, which hands these to the SDK's ``stdio_server`` in place
-of its own. Below: ``trio.lowlevel.FdStream`` on private duplicates of fds 0 and 1.
+Above: ``supervisor.facade.run.serve_stdio`` and the stdio transport (``supervisor.facade.stdio_lane``),
+which use these in place of the SDK's ``stdio_server``. Below: ``trio.lowlevel.FdStream`` on private
+duplicates of fds 0 and 1.
 
 The SDK's own stdio streams read and write through a worker thread: three thread hand-offs or more
 for every request and its answer, which is most of what the facade would add to a call. These
