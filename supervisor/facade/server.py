@@ -20,7 +20,9 @@ updates (``resources/subscribe``; ``subscriptions/listen`` with resource URIs on
 ``supervisor.facade.relay``. With ``single``, the facade serves one server under the server's own
 names (tools and prompts unprefixed), so a host config that names them works unchanged.
 
-How calls map (``tools/call``) is said in ``supervisor.facade.served_tools``.
+How calls map (``tools/call``) is said in ``supervisor.facade.served_tools``. Most ``tools/call`` and
+``tools/list`` requests never reach this server: the transports offer them to the fast path first
+(``supervisor.facade.express``), which answers them as this server would, from the same tools.
 """
 
 from __future__ import annotations
