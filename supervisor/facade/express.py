@@ -111,6 +111,7 @@ class Express:
         self._hosts = hosts
         self._server = server
         self._client = client
+        self._stamp = server.server_info_stamp  # the serverInfo of 2026-07-28 results (fixed, never changed)
         self._envelopes: dict[tuple[bytes, ...], str | None] = {}  # envelope -> its version (None: SDK's)
         self._listings: dict[str, tuple[int, msgspec.Raw]] = {}  # version -> (generation, result)
         self.taken: dict[tuple[str, str], int] = {}  # (method, version) -> requests answered here
@@ -169,19 +170,18 @@ class Express:
         return self._envelopes[key]
 
     def _listing(self, version: str) -> msgspec.Raw | None:
-        generation = self._tools.generation
-        kept = self._listings.get(version)
-        entries = self._tools.listing_now(version)  # also: whether it can be answered now
-        if entries is None:
+        if not self._tools.can_list_now():
             return None
+        generation, kept = self._tools.generation, self._listings.get(version)
         if kept is None or kept[0] != generation:
+            entries = self._tools.listing_now(version)
+            if entries is None:
+                return None
             result: dict[str, Any] = {"tools": entries}
             if version in MODERN_PROTOCOL_VERSIONS:
                 result["resultType"] = "complete"
-            kept = self._listings[version] = (
-                generation,
-                msgspec.Raw(_encode(self._shaped("tools/list", version, result))),
-            )
+            shaped = msgspec.Raw(_encode(self._shaped("tools/list", version, result)))
+            kept = self._listings[version] = (generation, shaped)
         return kept[1]
 
     # ------------------------------------------------------------ answers
@@ -247,9 +247,9 @@ class Express:
             result.setdefault("resultType", "complete")
             meta = result.get("_meta")
             if meta is None:
-                result["_meta"] = {types.SERVER_INFO_META_KEY: self._server.server_info_stamp}
+                result["_meta"] = {types.SERVER_INFO_META_KEY: self._stamp}
             elif isinstance(meta, dict) and meta.get(types.SERVER_INFO_META_KEY) is None:
-                result["_meta"] = {**meta, types.SERVER_INFO_META_KEY: self._server.server_info_stamp}
+                result["_meta"] = {**meta, types.SERVER_INFO_META_KEY: self._stamp}
         return result
 
 

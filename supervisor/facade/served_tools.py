@@ -60,7 +60,7 @@ class ServedTools:
         self._client = client  # the link to the supervisor (set before the facade serves)
         self._hosts = hosts  # each host connection a client of its own, answering its server's requests
         self._generation = 0  # grows with every change of the tools
-        self._listing: tuple[int, str, list[dict[str, Any]]] | None = None  # (generation, version, tools)
+        self._listings: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # version -> (generation, tools)
         self._warned: set[str] = set()  # tools left out of a listing that were warned about
         self._index: tuple[int, SearchIndex] | None = None
         self._originals: tuple[int, dict[str, str]] | None = None  # with single: (version, name -> prefixed)
@@ -96,18 +96,20 @@ class ServedTools:
 
     def listing_now(self, version: str) -> list[dict[str, Any]] | None:
         """The listing a host of protocol ``version`` gets, when it can be answered now and with nothing
-        to tell the host (a supervisor listed, and with ``single`` its server among the tools); else None."""
+        to tell the host (``can_list_now``); else None."""
         if self.options.search:
             return _SEARCH_TOOLS
+        if not self.can_list_now():
+            return None
+        return self._entries(version, self._client().listed())
+
+    def can_list_now(self) -> bool:
+        """Whether a listing can be answered now, with nothing to tell the host: a supervisor listed,
+        and with ``single`` its server among the tools."""
+        if self.options.search:
+            return True
         upstream = self._client()
-        if not upstream.settled:
-            return None
-        listing = self._listing
-        if listing is not None and listing[:2] == (self._generation, version):
-            return listing[2] if self._single_listed(upstream) else None
-        if not self._single_listed(upstream):
-            return None
-        return self._entries(version, upstream.listed())
+        return upstream.settled and self._single_listed(upstream)
 
     def _single_listed(self, upstream: Upstream) -> bool:
         """Without ``single``, True; with it, whether the registry lists that server's tools."""
@@ -120,15 +122,15 @@ class ServedTools:
         return seen[1]
 
     def _entries(self, version: str, tools: list[ToolInfo]) -> list[dict[str, Any]]:
-        listing = self._listing
-        if listing is None or listing[:2] != (self._generation, version):
+        kept = self._listings.get(version)
+        if kept is None or kept[0] != self._generation:
             single = self.options.single is not None
             entries = [_tool_entry(tool, single) for tool in self.options.view.select(tools)]
             entries = listable(
                 version, "tools/list", entries, self._warned
             )  # less what this host cannot take
-            listing = self._listing = (self._generation, version, entries)
-        return listing[2]
+            kept = self._listings[version] = (self._generation, entries)
+        return kept[1]
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """The input schema of the tool ``name`` as the latest protocol's hosts see it listed (None: not
