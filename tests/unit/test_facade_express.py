@@ -13,16 +13,19 @@ from typing import Any, cast
 import mcp_types as types
 import msgspec
 import pytest
+import trio
+import trio.lowlevel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS
 
+from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.facade.express import MAX_BRACKETS
 from supervisor.facade.served_tools import ServedTools
 from supervisor.facade.server import Facade, FacadeOptions
-from supervisor.facade.upstream import Upstream
+from supervisor.facade.upstream import Change, SupervisorGone, Upstream
 from supervisor.protocol import ToolInfo, ToolResult
 from tests.hostile import json_values
 
@@ -244,3 +247,28 @@ def test_plain_results_are_relayed_as_they_came_and_stamped_as_the_sdk_stamps(ve
     fast = made.express.result(version, ECHO, result)
     assert fast["content"][0] is CONTENT[0]  # not copied through any model
     assert fast == sdk_shaped(made, version, result)
+
+
+# ------------------------------------------------------------------ the call's link to the supervisor
+
+
+async def test_a_call_in_flight_when_the_supervisor_goes_away_ends_at_once_as_supervisor_gone() -> None:
+    async def changed(change: Change) -> None:
+        pass
+
+    upstream = Upstream(None, changed=changed)
+    with pytest.raises(SupervisorGone, match="not connected"):  # none yet: said at once
+        async with upstream.calling():
+            pass
+    client = cast(AsyncSupervisorClient, object())
+    upstream._client = client
+    async with upstream.calling() as given:  # a call that ends on its own raises nothing
+        assert given is client
+    with pytest.raises(SupervisorGone, match="went away during the request"):
+        async with upstream.calling():
+            upstream._end_calls()  # as when its beacons stop
+            await trio.lowlevel.checkpoint()
+            pytest.fail("the call went on after the supervisor went away")
+    with pytest.raises(ValueError, match="its own"):  # the call's own failure is its own
+        async with upstream.calling():
+            raise ValueError("its own")
