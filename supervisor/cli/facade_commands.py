@@ -73,7 +73,12 @@ def _options(args: argparse.Namespace) -> FacadeOptions:
         servers = frozenset({single})
     view = View(servers=servers, tools=globs)
     return FacadeOptions(
-        view=view, search=args.search, timeout=args.timeout, list_wait=args.list_wait, single=single
+        view=view,
+        search=args.search,
+        timeout=args.timeout,
+        list_wait=args.list_wait,
+        single=single,
+        fast=not args.no_fast_path,
     )
 
 
@@ -263,6 +268,12 @@ def add_facade_parsers(
         "first starts to be over, so that a host that lists once sees every tool (default 30)",
     )
     view.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    view.add_argument(
+        "--no-fast-path",
+        action="store_true",
+        help="answer tools/call and tools/list through the MCP SDK's server like every other request, "
+        "not on the facade's own fast path (the same answers, slower; for comparing and troubleshooting)",
+    )
 
     mcp = sub.add_parser(
         "mcp",

@@ -92,6 +92,7 @@ class Hosts:
         self._identities: dict[str, str] = {}  # Mcp-Session-Id -> identity (oldest first)
         self._suspended: dict[str, _Suspended] = {}  # requestState -> the call it resumes
         self.tasks: anyio.abc.TaskGroup | None = None  # where 2026-07-28 hosts' calls run
+        self._plain: tuple[AsyncSupervisorClient, AsyncSupervisorClient] | None = None  # (client, view)
 
     async def call(
         self,
@@ -205,6 +206,14 @@ class Hosts:
             while len(self._identities) > MAX_SESSIONS_KNOWN:
                 del self._identities[next(iter(self._identities))]
         return identity
+
+    def plain(self, client: AsyncSupervisorClient) -> AsyncSupervisorClient:
+        """``client`` as a host without a session of its own (stdio, stateless HTTP) that answers no
+        server requests: what ``client`` gives such a host, kept while ``client`` is the link's."""
+        kept = self._plain
+        if kept is None or kept[0] is not client:
+            kept = self._plain = (client, client.as_client(self._prefix))
+        return kept[1]
 
     def client(
         self, ctx: ServerRequestContext[Any, Any], client: AsyncSupervisorClient

@@ -1,7 +1,8 @@
 """The stdio facade's own stdin and stdout: non-blocking pipes under trio, no thread per line.
 
-Above: ``supervisor.facade.run.serve_stdio``, which hands these to the SDK's ``stdio_server`` in place
-of its own. Below: ``trio.lowlevel.FdStream`` on private duplicates of fds 0 and 1.
+Above: ``supervisor.facade.run.serve_stdio`` and the stdio transport (``supervisor.facade.stdio_lane``),
+which use these in place of the SDK's ``stdio_server``. Below: ``trio.lowlevel.FdStream`` on private
+duplicates of fds 0 and 1.
 
 The SDK's own stdio streams read and write through a worker thread: three thread hand-offs or more
 for every request and its answer, which is most of what the facade would add to a call. These
@@ -70,8 +71,8 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"|[][{}:,]|[^][{}:,\s"]++')
 
 
 class LineReader:
-    """Lines (decoded as UTF-8, bad bytes replaced) from a pipe, as ``async for line in reader``; the
-    bytes ``read`` before come first."""
+    """Lines (as bytes, each with its newline) from a pipe, as ``async for line in reader``; the bytes
+    ``read`` before come first."""
 
     def __init__(self, stream: trio.lowlevel.FdStream, read: bytes = b"") -> None:
         self._stream = stream
@@ -82,7 +83,7 @@ class LineReader:
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> bytes:
         while True:
             end = self._buffer.find(b"\n", self._scanned)
             if end >= 0:
@@ -92,7 +93,7 @@ class LineReader:
                 if self._dropping:
                     self._dropping = False
                     continue
-                return line.decode("utf-8", errors="replace")
+                return line
             self._scanned = len(self._buffer)
             if self._scanned > MAX_LINE:
                 if not self._dropping:
@@ -105,30 +106,29 @@ class LineReader:
                 if self._buffer and not self._dropping:
                     line = bytes(self._buffer)
                     self._buffer.clear()
-                    return line.decode("utf-8", errors="replace")
+                    return line
                 raise StopAsyncIteration
             self._buffer += chunk
 
 
 class LineWriter:
-    """What the SDK's stdio writer needs of stdout: ``write`` (all of it, at once) and ``flush``. A host
-    that closed its end is gone: what is written after is dropped (its calls end with its stdin)."""
+    """Lines to stdout, each written whole (``write_line``: one message, from any task). A host that
+    closed its end is gone: what is written after is dropped (its calls end with its stdin)."""
 
     def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self._stream = stream
+        self._lock = trio.Lock()  # one line at a time: the SDK's answers and the fast path's
         self.gone = False
 
-    async def write(self, text: str) -> None:
+    async def write_line(self, data: bytes) -> None:
         if self.gone:
             return
-        try:
-            await self._stream.send_all(text.encode("utf-8"))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.gone = True
-            log.info("the host closed its end of the pipe; what it was sent since is dropped")
-
-    async def flush(self) -> None:
-        """Nothing is buffered here."""
+        async with self._lock:
+            try:
+                await self._stream.send_all(data + b"\n")
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.gone = True
+                log.info("the host closed its end of the pipe; what it was sent since is dropped")
 
 
 @contextmanager

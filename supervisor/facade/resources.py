@@ -96,14 +96,14 @@ def refusal(
 
 
 def listable(
-    ctx: ServerRequestContext[Any, Any], method: str, entries: Iterable[dict[str, Any]], warned: set[str]
+    version: str, method: str, entries: Iterable[dict[str, Any]], warned: set[str]
 ) -> list[dict[str, Any]]:
-    """The entries of a ``method`` listing that can go out to this host; each left out is warned about
-    (once: ``warned`` holds those already told), naming it and what is wrong with it."""
+    """The entries of a ``method`` listing that can go out to a host of protocol ``version``; each left
+    out is warned about (once: ``warned`` holds those already told), naming it and what is wrong with it."""
     key, model = _LISTINGS[method]
     kept = []
     for entry in entries:
-        why = refusal(ctx.protocol_version, method, {key: [entry]}, model, skip=2)
+        why = refusal(version, method, {key: [entry]}, model, skip=2)
         if why is None:
             kept.append(entry)
             continue
@@ -112,7 +112,7 @@ def listable(
             if len(warned) >= MAX_WARNED:
                 warned.clear()
             warned.add(what + why)
-            log.warning("%s left out of the MCP listing (protocol %s): %s", what, ctx.protocol_version, why)
+            log.warning("%s left out of the MCP listing (protocol %s): %s", what, version, why)
     return kept
 
 
@@ -202,7 +202,9 @@ class Catalog:
             )
             for r in await self._resources()
         ]
-        return complete(ctx, {"resources": listable(ctx, "resources/list", resources, self._warned)})
+        return complete(
+            ctx, {"resources": listable(ctx.protocol_version, "resources/list", resources, self._warned)}
+        )
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
@@ -220,7 +222,7 @@ class Catalog:
             )
             for t in await self._resource_templates()
         ]
-        templates = listable(ctx, "resources/templates/list", templates, self._warned)
+        templates = listable(ctx.protocol_version, "resources/templates/list", templates, self._warned)
         return complete(ctx, {"resourceTemplates": templates})
 
     async def list_prompts(
@@ -237,7 +239,9 @@ class Catalog:
             )
             for p in await self._prompt_infos()
         ]
-        return complete(ctx, {"prompts": listable(ctx, "prompts/list", prompts, self._warned)})
+        return complete(
+            ctx, {"prompts": listable(ctx.protocol_version, "prompts/list", prompts, self._warned)}
+        )
 
     # ------------------------------------------------------------ reads
 

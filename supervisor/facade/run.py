@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from types import FrameType
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -31,9 +31,11 @@ from mcp.shared.message import SessionMessage
 from supervisor.facade.guard import ACCEPT_BACKLOG
 from supervisor.facade.handshake import Opening
 from supervisor.facade.host_sessions import session_app
+from supervisor.facade.http_lane import FastLane
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
+from supervisor.facade.stdio_lane import StdioLane
 from supervisor.facade.upstream import Upstream
 from supervisor.security.keys import Keys
 from supervisor.shared.address import HostCheck, ListenAddress
@@ -77,24 +79,26 @@ async def serve_stdio(
 ) -> None:
     """Serve one host on this process's stdin and stdout until it closes stdin; ``opening``: what was
     read of stdin before, and answered (``supervisor.facade.handshake``)."""
-    from mcp.server.stdio import stdio_server
-
     opening = opening or Opening()
     facade, upstream = _facade(options, endpoint, keys, launcher)
     async with anyio.create_task_group() as tasks:
         await tasks.start(facade.tell_hosts)
         await tasks.start(upstream.run)
         with claimed_stdio(opening.read) as (stdin, stdout):  # trio's own pipes: no thread per line (pipes)
-            async with (
-                stdio_server(cast(Any, stdin), cast(Any, stdout)) as (read_stream, write_stream),
-                anyio.create_task_group() as lines,
-            ):
-                to_server, messages = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-                unanswered = Unanswered()
-                lines.start_soon(sift, read_stream, to_server, write_stream, unanswered)
-                answers = Answers(write_stream, unanswered, opening.answered)
-                await facade.server.run(messages, answers, facade.initialization_options())
-                lines.cancel_scope.cancel()
+            unanswered = Unanswered()
+            lane = StdioLane(facade.express if options.fast else None, stdout, unanswered)
+            facade.heard = lane.heard
+            from_host, lines_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            to_server, messages = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            to_host, answered = anyio.create_memory_object_stream[SessionMessage](0)
+            async with anyio.create_task_group() as writing:
+                writing.start_soon(lane.write, answered)  # until the server closes its stream
+                async with anyio.create_task_group() as lines:
+                    lines.start_soon(lane.read, stdin, from_host)
+                    lines.start_soon(sift, lines_in, to_server, to_host, unanswered)
+                    answers = Answers(to_host, unanswered, opening.answered)
+                    await facade.server.run(messages, answers, facade.initialization_options())
+                    lines.cancel_scope.cancel()
         log.info("the host closed the connection")
         tasks.cancel_scope.cancel()
 
@@ -183,6 +187,8 @@ def http_app(
     host, port = sock.getsockname()[:2]
     ours = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # SameOrigin does it, everywhere
     app: ASGIApp = session_app(facade.server, MCP_PATH, ours)
+    if facade.options.fast:
+        app = FastLane(app, facade.express, facade.tools, MCP_PATH)
     if tokens is not None:
         app = BearerAuth(app, tokens)
     return SameOrigin(app, HostCheck(ListenAddress(host, port), port, allow_hosts))

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import LATEST_MODERN_VERSION
 
 from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.client.errors import SupervisorError
@@ -36,13 +37,13 @@ from supervisor.facade.callers import Hosts
 from supervisor.facade.resources import complete, listable, refusal
 from supervisor.facade.upstream import SupervisorGone, Upstream
 from supervisor.facade.views import SearchIndex
-from supervisor.protocol import ToolInfo, ToolResult
+from supervisor.protocol import ProgressCallback, ToolInfo, ToolResult
 from supervisor.shared.names import free_name
 
 if TYPE_CHECKING:
     from supervisor.facade.server import FacadeOptions
 
-__all__ = ["CALL_TOOL", "SEARCH_TOOL", "ServedTools"]
+__all__ = ["CALL_TOOL", "SEARCH_TOOL", "ServedTools", "error_result"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
@@ -59,10 +60,12 @@ class ServedTools:
         self._client = client  # the link to the supervisor (set before the facade serves)
         self._hosts = hosts  # each host connection a client of its own, answering its server's requests
         self._generation = 0  # grows with every change of the tools
-        self._listing: tuple[int, str, list[dict[str, Any]]] | None = None  # (generation, version, tools)
+        self._listings: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # version -> (generation, tools)
         self._warned: set[str] = set()  # tools left out of a listing that were warned about
         self._index: tuple[int, SearchIndex] | None = None
         self._originals: tuple[int, dict[str, str]] | None = None  # with single: (version, name -> prefixed)
+        self._single_seen: tuple[int, bool] | None = None  # with single: (generation, its tools listed)
+        self._schemas: tuple[object, dict[str, dict[str, Any]]] | None = None  # (listing, name -> schema)
 
     def changed(self) -> None:
         """The registry's tools changed: the next listing and search are made anew."""
@@ -84,13 +87,60 @@ class ServedTools:
             if missing:
                 log.warning("%s", missing)
                 await _tell_host(ctx, "warning", missing)
-        listing, version = self._listing, ctx.protocol_version
-        if listing is None or listing[:2] != (self._generation, version):
+        return complete(ctx, {"tools": self._entries(ctx.protocol_version, tools)})
+
+    @property
+    def generation(self) -> int:
+        """Grows with every change of the registry's tools (a listing made before is stale)."""
+        return self._generation
+
+    def listing_now(self, version: str) -> list[dict[str, Any]] | None:
+        """The listing a host of protocol ``version`` gets, when it can be answered now and with nothing
+        to tell the host (``can_list_now``); else None."""
+        if self.options.search:
+            return _SEARCH_TOOLS
+        if not self.can_list_now():
+            return None
+        return self._entries(version, self._client().listed())
+
+    def can_list_now(self) -> bool:
+        """Whether a listing can be answered now, with nothing to tell the host: a supervisor listed,
+        and with ``single`` its server among the tools."""
+        if self.options.search:
+            return True
+        upstream = self._client()
+        return upstream.settled and self._single_listed(upstream)
+
+    def _single_listed(self, upstream: Upstream) -> bool:
+        """Without ``single``, True; with it, whether the registry lists that server's tools."""
+        if self.options.single is None:
+            return True
+        seen = self._single_seen
+        if seen is None or seen[0] != self._generation:
+            listed = any(t.server == self.options.single for t in upstream.listed())
+            seen = self._single_seen = (self._generation, listed)
+        return seen[1]
+
+    def _entries(self, version: str, tools: list[ToolInfo]) -> list[dict[str, Any]]:
+        kept = self._listings.get(version)
+        if kept is None or kept[0] != self._generation:
             single = self.options.single is not None
             entries = [_tool_entry(tool, single) for tool in self.options.view.select(tools)]
-            entries = listable(ctx, "tools/list", entries, self._warned)  # less what this host cannot take
-            listing = self._listing = (self._generation, version, entries)
-        return complete(ctx, {"tools": listing[2]})
+            entries = listable(
+                version, "tools/list", entries, self._warned
+            )  # less what this host cannot take
+            kept = self._listings[version] = (self._generation, entries)
+        return kept[1]
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the tool ``name`` as the latest protocol's hosts see it listed (None: not
+        listed), for the SDK's check of a 2026-07-28 call's ``Mcp-Param-*`` headers."""
+        entries = self.listing_now(LATEST_MODERN_VERSION)
+        schemas = self._schemas
+        if schemas is None or schemas[0] is not entries:
+            by_name = {entry["name"]: entry["inputSchema"] for entry in entries or ()}
+            schemas = self._schemas = (entries, by_name)
+        return schemas[1].get(name)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -106,29 +156,46 @@ class ServedTools:
             name, arguments = _call_by_name(arguments)
         upstream = self._client()
         await upstream.wait_reached(self.options.list_wait)
-        if self.options.single is not None:
-            name = self._prefixed(upstream, self.options.single, name)
-        tool = upstream.find(name)
-        if not self.options.view.may_call(name, tool):
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+        name, tool = self.target(upstream, name)
         progress = _progress_to(ctx) if _wants_progress(ctx.params) else None
 
         async def routed(host: AsyncSupervisorClient) -> types.CallToolResult:
-            try:
-                result = await host.call_tool(
-                    name, arguments, self.options.timeout, raise_on_error=False, progress=progress
-                )
-            except SupervisorError as exc:
-                if exc.code in JSONRPC_ERRORS:
-                    raise MCPError(types.INVALID_PARAMS, exc.message or str(exc)) from exc
-                return _error_result(f"{exc.code or 'ERROR'}: {exc.message or exc}")
-            return self._relayed(ctx, tool, result)
+            wire = self.relayed(ctx.protocol_version, tool, await self.route(host, name, arguments, progress))
+            return types.CallToolResult.model_validate(wire, by_name=False)
 
         try:
             async with upstream.calling() as client:
                 return await self._hosts.call(ctx, params, client, routed)
         except SupervisorGone as exc:
             return _error_result(f"UNAVAILABLE: {exc}")
+
+    def target(self, upstream: Upstream, name: str) -> tuple[str, ToolInfo | None]:
+        """The registry's name of the tool a host calls ``name``, and its entry; ``MCPError`` when this
+        facade does not show it."""
+        if self.options.single is not None:
+            name = self._prefixed(upstream, self.options.single, name)
+        tool = upstream.find(name)
+        if not self.options.view.may_call(name, tool):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+        return name, tool
+
+    async def route(
+        self,
+        host: AsyncSupervisorClient,
+        name: str,
+        arguments: Mapping[str, Any],
+        progress: ProgressCallback | None,
+    ) -> ToolResult:
+        """The routed call's result; the route's failures as an ``isError`` result saying what
+        happened, but an unknown tool and bad arguments, which are ``MCPError``."""
+        try:
+            return await host.call_tool(
+                name, arguments, self.options.timeout, raise_on_error=False, progress=progress
+            )
+        except SupervisorError as exc:
+            if exc.code in JSONRPC_ERRORS:
+                raise MCPError(types.INVALID_PARAMS, exc.message or str(exc)) from exc
+            return error_result(f"{exc.code or 'ERROR'}: {exc.message or exc}")
 
     @staticmethod
     async def _missing_server(upstream: Upstream, server: str) -> str:
@@ -151,20 +218,21 @@ class ServedTools:
             originals = self._originals = (upstream.version, table)
         return originals[1].get(name) or free_name(server, name, ())
 
-    def _relayed(
-        self, ctx: ServerRequestContext[Any, Any], tool: ToolInfo | None, result: ToolResult
-    ) -> types.CallToolResult:
-        """A routed call's result as the host gets it (or why it cannot take it)."""
+    @staticmethod
+    def relayed(version: str, tool: ToolInfo | None, result: ToolResult) -> dict[str, Any]:
+        """A routed call's result as a host of protocol ``version`` gets it (or why it cannot take it)."""
         wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
         if result.structured_content is not None:
             wire["structuredContent"] = result.structured_content
-        why = refusal(ctx.protocol_version, "tools/call", wire, types.CallToolResult)
+        why = refusal(version, "tools/call", wire, types.CallToolResult)
         if why is not None:  # the SDK would answer the host "Handler returned an invalid result"
             server = tool.server if tool is not None else "?"
-            return _error_result(
-                f"SERVER_ERROR: server {server!r} returned a result MCP hosts cannot take ({why})"
+            return _wire(
+                error_result(
+                    f"SERVER_ERROR: server {server!r} returned a result MCP hosts cannot take ({why})"
+                )
             )
-        return types.CallToolResult.model_validate(wire, by_name=False)
+        return wire
 
     async def _search(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
         query, limit = arguments.get("query"), arguments.get("limit", self.options.search_limit)
@@ -272,6 +340,15 @@ async def _tell_host(ctx: ServerRequestContext[Any, Any], level: types.LoggingLe
             await ctx.session.send_log_message(level, text, "mcp-supervisor", ctx.request_id)
     except Exception as exc:  # boundary: a host that cannot be told is still answered
         log.debug("could not tell the host (%s: %s)", type(exc).__name__, exc)
+
+
+def error_result(text: str) -> ToolResult:
+    """What a host gets for a call the route could not make: ``text`` as an ``isError`` result."""
+    return ToolResult(content=[{"type": "text", "text": text}], is_error=True, text=text)
+
+
+def _wire(result: ToolResult) -> dict[str, Any]:
+    return {"content": result.content, "isError": result.is_error}
 
 
 def _error_result(text: str) -> types.CallToolResult:

@@ -20,13 +20,16 @@ updates (``resources/subscribe``; ``subscriptions/listen`` with resource URIs on
 ``supervisor.facade.relay``. With ``single``, the facade serves one server under the server's own
 names (tools and prompts unprefixed), so a host config that names them works unchanged.
 
-How calls map (``tools/call``) is said in ``supervisor.facade.served_tools``.
+How calls map (``tools/call``) is said in ``supervisor.facade.served_tools``. Most ``tools/call`` and
+``tools/list`` requests never reach this server: the transports offer them to the fast path first
+(``supervisor.facade.express``), which answers them as this server would, from the same tools.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -51,6 +54,7 @@ from pydantic import ValidationError
 from supervisor import __version__
 from supervisor.client.errors import SupervisorError
 from supervisor.facade.callers import Hosts
+from supervisor.facade.express import Express
 from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
 from supervisor.facade.relay import Relay
 from supervisor.facade.resources import Catalog, complete
@@ -103,6 +107,7 @@ class FacadeOptions:
     list_wait: float = 30.0  # seconds the first listing waits for a supervisor and its servers' first starts
     search_limit: int = 10  # tools a search returns when the host gives no limit
     single: str | None = None  # serve this one server under its own names (no mcp_{server}_ prefix)
+    fast: bool = True  # answer tools/call and tools/list on the fast path when it can (express)
 
 
 class Facade:
@@ -117,7 +122,7 @@ class Facade:
         self._tasks: anyio.abc.TaskGroup | None = None  # the facade's own background tasks
         self._untold = Change()  # changes noted and not told to hosts yet
         self._wake = anyio.Event()  # set when there are
-        self._tools = ServedTools(options, self._client, self._hosts)
+        self.tools = ServedTools(options, self._client, self._hosts)
         self._catalog = Catalog(options.view, self._client, self._hosts, single=options.single)
         self.relay = Relay(lambda: self._heard, self._forget, self._bus, single=options.single)
         self._listen_handler = ListenHandler(self._bus)
@@ -130,13 +135,13 @@ class Facade:
             instructions=INSTRUCTIONS,
             # Never fresh for long: the registry changes when servers restart (hosts are told, too).
             cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in _CACHED},
-            on_call_tool=self._tools.call_tool,
+            on_call_tool=self.tools.call_tool,
             on_subscriptions_listen=self._listen,
         )
         # Listings and reads relay JSON as the servers sent it (the SDK still checks it on the way out).
         paginated = types.PaginatedRequestParams
         add = self.server.add_request_handler
-        add("tools/list", paginated, self._tools.list_tools)
+        add("tools/list", paginated, self.tools.list_tools)
         add("resources/list", paginated, self._catalog.list_resources)
         add("resources/templates/list", paginated, self._catalog.list_resource_templates)
         add("resources/read", types.ReadResourceRequestParams, self._catalog.read_resource)
@@ -148,6 +153,10 @@ class Facade:
         add("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe)
         # Only ours: the SDK's default OpenTelemetry middleware costs every message and exports nothing here.
         self.server.middleware = [self._hear_connections]
+        # A 2026-07-28 call's Mcp-Param-* headers are checked against the schema listed (not a listing).
+        self.server.get_tool_input_schema = self.tools.input_schema
+        self.express = Express(self.tools, self._hosts, self.server, self._client)
+        self.heard: Callable[[ServerRequestContext[Any, Any]], None] | None = None  # each message served
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
@@ -164,6 +173,8 @@ class Facade:
         """Remember each handshake-era connection (by its ``notifications/initialized``), to tell it
         of changes; a request whose params do not fit its method is told which (the SDK's own error
         names nothing)."""
+        if self.heard is not None:
+            self.heard(ctx)
         if ctx.method == "notifications/initialized":
             self._heard[host_key(ctx)] = ctx.session
             while len(self._heard) > MAX_CONNECTIONS_HEARD:
@@ -181,7 +192,7 @@ class Facade:
         """What the supervisor serves changed: noted at once (the link's event loop never waits for a
         host); ``tell_hosts`` tells them, changes that come meanwhile coalesced into one round."""
         if change.tools:
-            self._tools.changed()
+            self.tools.changed()
         if change.tools or change.catalog:
             self._catalog.forget()
         self._untold = Change(

@@ -20,9 +20,10 @@ link reaches, so a supervisor that restarted still knows it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Final
 
 import anyio
@@ -58,6 +59,37 @@ class Change:
 
     tools: bool = False
     catalog: bool = False
+
+
+class _Calling:
+    """``Upstream.calling``: a class rather than a generator, for it wraps every routed call."""
+
+    __slots__ = ("_scope", "_upstream")
+
+    def __init__(self, upstream: Upstream) -> None:
+        self._upstream = upstream
+        self._scope = anyio.CancelScope()
+
+    async def __aenter__(self) -> AsyncSupervisorClient:
+        upstream = self._upstream
+        client = upstream._client
+        if client is None:
+            raise SupervisorGone(upstream.why)
+        self._scope.__enter__()
+        upstream._calls.add(self._scope)
+        return client
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        upstream, scope = self._upstream, self._scope
+        upstream._calls.discard(scope)
+        exited = scope.__exit__(kind, exc, tb)  # (trio's says True for a clean exit too)
+        swallowed = kind is not None and bool(exited)  # only its own cancel, which a lost supervisor makes
+        lost = scope in upstream._lost
+        upstream._lost.discard(scope)
+        if swallowed or (lost and kind is None):
+            raise SupervisorGone(f"the supervisor went away during the request ({upstream.why})")
 
 
 class Upstream:
@@ -97,6 +129,11 @@ class Upstream:
     def connected(self) -> bool:
         return self._client is not None
 
+    @property
+    def settled(self) -> bool:
+        """Connected, and its tools listed: a listing or a call need not wait for anything."""
+        return self._client is not None and self._first.is_set()
+
     async def wait_first(self, wait: float) -> None:
         """Before the first connection, wait up to ``wait`` seconds for one (a host that starts the
         facade asks at once; a supervisor that answers a moment later should not fail its first call)."""
@@ -129,22 +166,11 @@ class Upstream:
         """The tools as last heard, without waiting."""
         return list(self._table.tools.values())
 
-    @asynccontextmanager
-    async def calling(self) -> AsyncIterator[AsyncSupervisorClient]:
-        """The client to make one request with; ``SupervisorGone`` when there is none, or when the
-        supervisor goes away before the request is answered (the request is then ended at once)."""
-        client = self._client
-        if client is None:
-            raise SupervisorGone(self.why)
-        with anyio.CancelScope() as scope:
-            self._calls.add(scope)
-            try:
-                yield client
-            finally:
-                self._calls.discard(scope)
-        if scope in self._lost:
-            self._lost.discard(scope)
-            raise SupervisorGone(f"the supervisor went away during the request ({self.why})")
+    def calling(self) -> _Calling:
+        """The client to make one request with (``async with upstream.calling() as client``);
+        ``SupervisorGone`` when there is none, or when the supervisor goes away before the request is
+        answered (the request is then ended at once)."""
+        return _Calling(self)
 
     async def want_level(self, level: str, server: str | None) -> None:
         """Ask for ``server``'s (every server's) log messages from ``level`` up (``""``: none asked)."""

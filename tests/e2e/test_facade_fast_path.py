@@ -1,0 +1,350 @@
+"""The facade's fast path for ``tools/call`` and ``tools/list``, against the SDK's own path, in real
+processes: a supervisor running the test server, and two facades on it, one as shipped and one with
+``--no-fast-path`` (every request through the SDK), spoken to by hand with the same requests.
+
+On stdio, for every protocol version (the four of the handshake era, and 2026-07-28 with each
+request's envelope): listings, plain results, structured results, ``isError`` results, results whose
+content the SDK's models reshape, an unknown tool, bad arguments, progress and cancellation; on
+streamable HTTP, the 2026-07-28 POSTs, their statuses included. The answers are the same JSON values;
+the fast facade says (its debug log) that it answered on the fast path, and requests it must leave to
+the SDK are answered alike without it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import httpx2
+import mcp_types as types
+import pytest
+import trio
+
+from tests.e2e.facade import HOST_TIMEOUT, REPO, HttpFacade, facade_argv
+from tests.e2e.harness import STOP_TIMEOUT, SupervisorProcess, poll, stdio_test_server
+
+pytestmark = pytest.mark.e2e
+
+MODERN: Final = "2026-07-28"
+PROTOCOLS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", MODERN)
+ENVELOPE: Final = {
+    types.PROTOCOL_VERSION_META_KEY: MODERN,
+    types.CLIENT_INFO_META_KEY: {"name": "raw", "version": "0"},
+    types.CLIENT_CAPABILITIES_META_KEY: {},
+}
+TOKEN: Final = f"fast-path-{secrets.token_hex(8)}"
+FAST: Final = "answered on the fast path"
+CALLS: Final = {
+    "a plain result": ("mcp_t_echo", {"text": "hi ñ"}),
+    "a structured result": ("mcp_t_add", {"a": 2, "b": 3.5}),
+    "an isError result": ("mcp_t_fail", {"message": "it failed"}),
+    "a server's JSON-RPC error": ("mcp_t_raise_error", {"message": "raised"}),
+    "an image": ("mcp_t_image", {}),
+    "content the SDK's models reshape": ("mcp_t_mixed", {}),
+    "no content": ("mcp_t_empty", {}),
+    "an unknown tool": ("mcp_t_no_such_tool", {}),
+    "bad arguments": ("mcp_t_echo", {"text": 5}),
+}
+
+
+@pytest.fixture(scope="module")
+def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> SupervisorProcess:
+    return start_module_supervisor({"t": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
+
+
+class StdioFacade:
+    """``mcp-supervisor mcp`` on pipes, spoken to by hand; a thread reads its stdout into a queue."""
+
+    def __init__(self, sup: SupervisorProcess, stderr_path: Path, *args: str) -> None:
+        self.stderr_path = stderr_path
+        with stderr_path.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                facade_argv(sup.endpoint, "mcp", "--log-level", "debug", *args),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                cwd=REPO,
+            )
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.stray: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self.modern = False
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any] | None = None, **meta: Any) -> str:
+        """Send a request (with the envelope on 2026-07-28); its id."""
+        id = f"r{next(self._ids)}"
+        params = dict(params or {})
+        if self.modern or meta:
+            params["_meta"] = {**(ENVELOPE if self.modern else {}), **meta}
+        self.send({"id": id, "method": method, **({"params": params} if params else {})})
+        return id
+
+    def next_message(self, timeout: float = HOST_TIMEOUT) -> dict[str, Any]:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"the facade wrote nothing within {timeout} s\n{self.stderr[-3000:]}")
+        if line is None:
+            pytest.fail(f"the facade closed its stdout\n{self.stderr[-3000:]}")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def answer(self, id: str) -> dict[str, Any]:
+        """The answer to ``id``; the messages before it are kept in ``stray``."""
+        for index, message in enumerate(self.stray):
+            if message.get("id") == id and "method" not in message:
+                return self.stray.pop(index)
+        deadline = time.monotonic() + HOST_TIMEOUT
+        while True:
+            message = self.next_message(max(0.0, deadline - time.monotonic()))
+            if message.get("id") == id and "method" not in message:
+                return message
+            self.stray.append(message)
+
+    def call(self, method: str, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+        return self.answer(self.request(method, params, **meta))
+
+    def open(self, version: str, capabilities: dict[str, Any] | None = None) -> None:
+        """The handshake (or, on 2026-07-28, a first request with its envelope), and a listing that
+        waits for the supervisor's tools."""
+        if version == MODERN:
+            self.modern = True
+        else:
+            init = {
+                "protocolVersion": version,
+                "capabilities": capabilities or {},
+                "clientInfo": ENVELOPE[types.CLIENT_INFO_META_KEY],
+            }
+            assert self.call("initialize", init)["result"]["protocolVersion"] == version
+            self.send({"method": "notifications/initialized"})
+        assert "mcp_t_echo" in {tool["name"] for tool in self.call("tools/list")["result"]["tools"]}
+
+    def close(self) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+            pytest.fail(f"the facade did not exit within {STOP_TIMEOUT} s of its stdin closing")
+        self.process.stdout.close()
+
+
+@pytest.fixture
+def pair(sup: SupervisorProcess, tmp_path: Path) -> Iterator[tuple[StdioFacade, StdioFacade]]:
+    """A facade as shipped and one with ``--no-fast-path``, on the same supervisor."""
+    fast = StdioFacade(sup, tmp_path / "fast.stderr")
+    sdk = StdioFacade(sup, tmp_path / "sdk.stderr", "--no-fast-path")
+    try:
+        yield fast, sdk
+    finally:
+        fast.close()
+        sdk.close()
+
+
+def without_ids(message: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in message.items() if key != "id"}
+
+
+@pytest.mark.parametrize("version", PROTOCOLS)
+def test_the_fast_path_answers_every_kind_of_call_as_the_sdk_does(
+    pair: tuple[StdioFacade, StdioFacade], version: str
+) -> None:
+    fast, sdk = pair
+    for facade in pair:
+        facade.open(version)
+    for what, (name, arguments) in CALLS.items():
+        answers = [without_ids(f.call("tools/call", {"name": name, "arguments": arguments})) for f in pair]
+        assert answers[0] == answers[1], what
+    assert without_ids(fast.call("tools/list")) == without_ids(sdk.call("tools/list"))
+    assert f"tools/call of protocol {version} {FAST}" in fast.stderr
+    assert f"tools/list of protocol {version} {FAST}" in fast.stderr
+    assert FAST not in sdk.stderr
+
+
+@pytest.mark.parametrize("version", [PROTOCOLS[0], "2025-11-25", MODERN])
+def test_progress_reaches_the_host_under_its_token_as_on_the_sdks_path(
+    pair: tuple[StdioFacade, StdioFacade], version: str
+) -> None:
+    for facade in pair:
+        facade.open(version)
+        facade.stray.clear()
+        answer = facade.call(
+            "tools/call", {"name": "mcp_t_progress", "arguments": {"count": 3}}, progressToken=7
+        )
+        assert answer["result"]["content"] == [{"type": "text", "text": "sent 3"}]
+        heard = [m for m in facade.stray if m.get("method") == "notifications/progress"]
+        assert heard, f"no progress reached the host: {facade.stray}"
+        for note in heard:  # how many: as the worker coalesced them; their shape: the SDK's
+            assert note.keys() == {"jsonrpc", "method", "params"}
+            assert note["params"]["progressToken"] == 7
+            assert note["params"].keys() <= {"progressToken", "progress", "total", "message"}
+        assert heard[-1]["params"]["progress"] <= 3
+    assert f"tools/call of protocol {version} {FAST}" in pair[0].stderr
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", MODERN])
+def test_a_cancelled_call_is_cancelled_at_the_server_and_never_answered(
+    pair: tuple[StdioFacade, StdioFacade], sup: SupervisorProcess, version: str
+) -> None:
+    for index, facade in enumerate(pair):
+        facade.open(version)
+        tag = f"cancel-{version}-{index}"
+        slow = facade.request("tools/call", {"name": "mcp_t_slow", "arguments": {"seconds": 60, "tag": tag}})
+        poll("the slow call to start", (sup.state_dir / f"{tag}.started").exists, HOST_TIMEOUT)
+        facade.send({"method": "notifications/cancelled", "params": {"requestId": slow, "reason": "test"}})
+        poll("the server to hear of the cancel", (sup.state_dir / f"{tag}.cancelled").exists, HOST_TIMEOUT)
+        facade.stray.clear()
+        assert facade.call("tools/call", {"name": "mcp_t_echo", "arguments": {"text": "on"}})["result"]
+        assert not [m for m in facade.stray if m.get("id") == slow], "a cancelled call was answered"
+    assert f"tools/call of protocol {version} {FAST}" in pair[0].stderr
+
+
+UNUSUAL: Final = {
+    "another key in _meta": ({"name": "mcp_t_echo", "arguments": {"text": "x"}, "_meta": {"other": 1}}),
+    "many brackets": ({"name": "mcp_t_echo", "arguments": {"text": "x", "l": [[]] * 250}}),
+    "arguments that are null": ({"name": "mcp_t_echo", "arguments": None}),
+}
+
+
+def test_unusual_requests_and_hosts_that_may_be_asked_go_the_sdks_way_with_the_same_answers(
+    pair: tuple[StdioFacade, StdioFacade],
+) -> None:
+    for facade in pair:
+        facade.open("2025-11-25", capabilities={"sampling": {}})  # calls that may ask it: the SDK's
+    for what, params in [
+        *UNUSUAL.items(),
+        ("a host that may be asked", {"name": "mcp_t_echo", "arguments": {}}),
+    ]:
+        answers = [without_ids(f.call("tools/call", params)) for f in pair]
+        assert answers[0] == answers[1], what
+    assert f"tools/call of protocol 2025-11-25 {FAST}" not in pair[0].stderr
+
+
+def test_before_the_handshake_everything_is_the_sdks(pair: tuple[StdioFacade, StdioFacade]) -> None:
+    for facade in pair:
+        facade.stray.clear()
+    answers = [
+        without_ids(f.call("tools/call", {"name": "mcp_t_echo", "arguments": {"text": "x"}})) for f in pair
+    ]
+    assert answers[0] == answers[1]
+    assert answers[0]["error"]["code"] == types.INVALID_PARAMS
+    assert FAST not in pair[0].stderr
+
+
+# ------------------------------------------------------------------ streamable HTTP, 2026-07-28
+
+
+@pytest.fixture
+def http_pair(sup: SupervisorProcess, tmp_path: Path) -> Iterator[tuple[HttpFacade, HttpFacade]]:
+    fast = HttpFacade(tmp_path, sup.endpoint, TOKEN, "--log-level", "debug")
+    sdk = HttpFacade(tmp_path, sup.endpoint, TOKEN, "--log-level", "debug", "--no-fast-path")
+    try:
+        yield fast, sdk
+    finally:
+        fast.stop()
+        sdk.stop()
+
+
+def headers_for(method: str, name: str | None = None, **more: str) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return {**headers, **more}
+
+
+async def post(client: httpx2.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    response = await client.post(url, content=json.dumps(body), headers=headers)
+    kind = response.headers.get("content-type", "")
+    if kind.startswith("text/event-stream"):
+        events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        return response.status_code, kind, [json.loads(event) for event in events]
+    return response.status_code, kind, response.json() if response.content else None
+
+
+def modern_call(name: str, arguments: dict[str, Any] | None, **meta: Any) -> dict[str, Any]:
+    params = {"name": name, "_meta": {**ENVELOPE, **meta}}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
+
+
+async def test_http_posts_are_answered_as_the_sdk_answers_them(
+    http_pair: tuple[HttpFacade, HttpFacade],
+) -> None:
+    listing = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    cases: list[tuple[str, dict[str, Any], dict[str, str]]] = [
+        ("a listing", listing, headers_for("tools/list")),
+        *[
+            (what, modern_call(name, arguments), headers_for("tools/call", name))
+            for what, (name, arguments) in CALLS.items()
+        ],
+        # Left to the SDK: it answers these otherwise than the fast path would.
+        (
+            "a name header that disagrees",
+            modern_call("mcp_t_echo", {}),
+            headers_for("tools/call", "mcp_t_add"),
+        ),
+        ("a method header that disagrees", modern_call("mcp_t_echo", {}), headers_for("tools/list")),
+        (
+            "progress",
+            modern_call("mcp_t_progress", {"count": 2}, progressToken=1),
+            headers_for("tools/call", "mcp_t_progress"),
+        ),
+        (
+            "an Accept without event streams",
+            modern_call("mcp_t_echo", {"text": "x"}),
+            {**headers_for("tools/call", "mcp_t_echo"), "Accept": "application/json"},
+        ),
+        (
+            "a session id",
+            modern_call("mcp_t_echo", {"text": "x"}),
+            headers_for("tools/call", "mcp_t_echo", **{"Mcp-Session-Id": "x"}),
+        ),
+    ]
+    async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as client:
+        for facade in http_pair:  # the first listing waits for the supervisor's (the SDK's way)
+            with trio.fail_after(HOST_TIMEOUT):
+                first = await post(client, facade.url, listing, headers_for("tools/list"))
+            assert "mcp_t_echo" in json.dumps(first)
+        for what, body, headers in cases:
+            with trio.fail_after(HOST_TIMEOUT):
+                fast, sdk = [await post(client, facade.url, body, headers) for facade in http_pair]
+            if what == "progress":  # the notifications' count is the worker's coalescing: the result
+                assert fast[:2] == sdk[:2] and fast[2][-1] == sdk[2][-1], what
+                continue
+            assert fast == sdk, what
+    assert f"tools/call of protocol {MODERN} {FAST}" in http_pair[0].stderr
+    assert f"tools/list of protocol {MODERN} {FAST}" in http_pair[0].stderr
+    assert FAST not in http_pair[1].stderr
