@@ -7,7 +7,6 @@ real ``OwnRequests`` whose lines are collected, and the remote path through a fa
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 import msgspec
@@ -17,40 +16,15 @@ import trio.testing
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
-from supervisor.protocol import Abort, Invoke, InvokeFailed, InvokeResult, WorkerEvent, WorkerTool
+from supervisor.protocol import Abort, Invoke, InvokeFailed, InvokeResult, WorkerTool
+from tests.call_fakes import FakeLink, FakeStdio
 from workers.calls import Calls
 from workers.catalog import Catalog
-from workers.own_requests import OWN_IDS, OwnRequests
+from workers.own_requests import OWN_IDS
 from workers.stdio import StdioServer
 from workers.uplink import Link
 
 WAIT = 5.0  # seconds any one wait in these tests may take
-
-
-class FakeLink:
-    """What a call sends to the supervisor."""
-
-    def __init__(self) -> None:
-        self.sent: list[WorkerEvent] = []
-
-    def send(self, event: WorkerEvent) -> None:
-        self.sent.append(event)
-
-    def fail(self, call: int, code: str, message: str) -> None:
-        self.sent.append(InvokeFailed(call=call, code=code, message=message))
-
-
-class FakeStdio:
-    """A stdio server as ``Calls`` sees it: the worker's own requests, whose lines are collected."""
-
-    def __init__(self) -> None:
-        self.lines: list[dict[str, Any]] = []
-        self.written = trio.Event()
-        self.own = OwnRequests(self._write)
-
-    def _write(self, line: bytes, *, at_once: bool = False) -> None:
-        self.lines.append(json.loads(line))
-        self.written.set()
 
 
 class FakeClient:
