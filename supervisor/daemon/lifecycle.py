@@ -43,6 +43,7 @@ from supervisor.shared.paths import (
     resolve_endpoint,
     runtime_dir,
 )
+from supervisor.shared.processes import ksm_running
 from supervisor.shared.tracing import SUPERVISOR_FLUSH_TIMEOUT, SUPERVISOR_SERVICE, TracingUnavailable
 from supervisor.shared.tracing import start as tracing_start
 from supervisor.shared.tracing import stop as tracing_stop
@@ -83,6 +84,8 @@ def run(
         log.error("config %s: %s (skipped)", config.path, problem.message)
     if tracing or config.settings.tracing:
         _start_tracing()
+    if config.settings.memory_merge:
+        _say_memory_merge()
     endpoint = resolve_endpoint(endpoint)
     curve = _front_door(endpoint, keys, insecure)
     _claim_endpoint(endpoint)
@@ -152,6 +155,18 @@ def _site(option: str | None, setting: str | None) -> Site | None:
         raise StartError(f"cannot listen for metrics on {value}: {exc.strerror or exc}") from exc
     log.info("metrics and status page on %s", site.url)
     return site
+
+
+def _say_memory_merge() -> None:
+    """Say whether the workers' offer of their memory (``memoryMerge``) is taken up on this host."""
+    running = ksm_running()
+    if running:
+        log.info("same-page merging (KSM) is on: pages the workers copy alike are folded back into one")
+    elif running is False:
+        log.info(
+            "same-page merging (KSM) is off on this host: each worker keeps some 9 MB more of its own "
+            "(echo 1 > /sys/kernel/mm/ksm/run as root turns it on; see the docs' Memory page)"
+        )
 
 
 def _start_tracing() -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "children",
     "kill_adopted",
     "kill_group",
+    "ksm_running",
     "merge_identical_pages",
     "prctl",
     "reap_adopted",
@@ -87,6 +88,14 @@ def merge_identical_pages(enable: bool = True) -> bool:
         lo, hi = (int(end, 16) for end in fields[0].split("-"))
         marked += madvise(lo, hi - lo, advice) == 0
     return marked > 0
+
+
+def ksm_running() -> bool | None:
+    """Whether the kernel's same-page merging runs on this host; None where the kernel has none."""
+    try:
+        return Path("/sys/kernel/mm/ksm/run").read_text().strip() == "1"
+    except OSError:
+        return None
 
 
 def become_subreaper() -> bool:

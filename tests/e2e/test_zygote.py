@@ -130,6 +130,15 @@ def test_memory_merge_false_keeps_forked_workers_out(start_supervisor: Start) ->
     assert sup.client.call_tool("mcp_a_echo", {"text": "kept out"}).text == "kept out"
 
 
+@pytest.mark.skipif(not Path("/sys/kernel/mm/ksm/run").exists(), reason="this kernel has no KSM")
+@pytest.mark.parametrize("merge", [True, False])
+def test_the_supervisor_says_whether_same_page_merging_is_on(start_supervisor: Start, merge: bool) -> None:
+    sup = start_supervisor({"a": stdio_test_server()}, settings={"memoryMerge": merge})
+    running = Path("/sys/kernel/mm/ksm/run").read_text().strip() == "1"
+    said = {state: f"same-page merging (KSM) is {state}" in sup.log for state in ("on", "off")}
+    assert said == ({"on": running, "off": not running} if merge else {"on": False, "off": False})
+
+
 def test_exec_mode_starts_each_worker_as_its_own_interpreter(start_supervisor: Start) -> None:
     sup = start_supervisor({"test": stdio_test_server()}, settings={"workerSpawn": "exec"})
     worker = sup.status()["test"].worker_pid
