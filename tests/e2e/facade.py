@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -46,6 +49,88 @@ def jsonrpc_line(message: dict[str, Any]) -> bytes:
 
 def facade_argv(endpoint: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "supervisor", *args[:1], "--endpoint", endpoint, *args[1:]]
+
+
+def answers(message: Any, id: object) -> bool:
+    """Whether ``message`` is the answer (result or error) to the request ``id`` (same value and type)."""
+    return (
+        isinstance(message, dict)
+        and "id" in message
+        and message["id"] == id
+        and type(message["id"]) is type(id)
+        and ("result" in message or "error" in message)
+    )
+
+
+class PipeHost:
+    """A facade on stdio (``facade_argv``), spoken to by hand: lines on its stdin, and a thread that
+    reads its stdout into a queue; every wait for a line is bounded. What arrives while an answer is
+    awaited is kept in ``stray``."""
+
+    def __init__(self, argv: list[str], stderr_path: Path) -> None:
+        self.stderr_path = stderr_path
+        with stderr_path.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=REPO
+            )
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.stray: list[Any] = []  # messages read while waiting for another
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def send_line(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + b"\n")
+        self.process.stdin.flush()
+
+    def next_message(self, timeout: float = HOST_TIMEOUT) -> Any:
+        """The next line the facade writes, decoded."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"the facade wrote nothing within {timeout} s\n{self.stderr[-3000:]}")
+        if line is None:
+            pytest.fail(f"the facade closed its stdout (exit {self.process.poll()})\n{self.stderr[-3000:]}")
+        return json.loads(line)
+
+    def answer(self, id: object, timeout: float = HOST_TIMEOUT) -> dict[str, Any]:
+        """The answer to ``id``; what comes before it is kept in ``stray``."""
+        for index, message in enumerate(self.stray):
+            if answers(message, id):
+                return self.stray.pop(index)  # type: ignore[no-any-return]
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no answer to id {id!r} within {timeout} s\n{self.stderr[-3000:]}")
+            message = self.next_message(left)
+            if answers(message, id):
+                return message  # type: ignore[no-any-return]
+            self.stray.append(message)
+
+    def close(self) -> None:
+        """Close its stdin and wait (bounded) for it to exit, as a host that goes away."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+            pytest.fail(f"the facade did not exit within {STOP_TIMEOUT} s of its stdin closing")
+        finally:
+            self._reader.join(5)
+            self.process.stdout.close()
 
 
 class Notes:

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import queue
 import secrets
-import subprocess
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -28,8 +24,8 @@ import mcp_types as types
 import pytest
 import trio
 
-from tests.e2e.facade import HOST_TIMEOUT, REPO, HttpFacade, facade_argv
-from tests.e2e.harness import STOP_TIMEOUT, SupervisorProcess, poll, stdio_test_server
+from tests.e2e.facade import HOST_TIMEOUT, HttpFacade, PipeHost, facade_argv
+from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
 
@@ -60,39 +56,16 @@ def sup(start_module_supervisor: Callable[..., SupervisorProcess]) -> Supervisor
     return start_module_supervisor({"t": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
 
 
-class StdioFacade:
-    """``mcp-supervisor mcp`` on pipes, spoken to by hand; a thread reads its stdout into a queue."""
+class StdioFacade(PipeHost):
+    """``mcp-supervisor mcp`` on pipes, spoken to by hand (``PipeHost``), with the debug log on."""
 
     def __init__(self, sup: SupervisorProcess, stderr_path: Path, *args: str) -> None:
-        self.stderr_path = stderr_path
-        with stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                facade_argv(sup.endpoint, "mcp", "--log-level", "debug", *args),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                cwd=REPO,
-            )
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.stray: list[dict[str, Any]] = []
+        super().__init__(facade_argv(sup.endpoint, "mcp", "--log-level", "debug", *args), stderr_path)
         self._ids = itertools.count(1)
         self.modern = False
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
     def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        self.process.stdin.flush()
+        self.send_line(json.dumps({"jsonrpc": "2.0", **message}).encode())
 
     def request(self, method: str, params: dict[str, Any] | None = None, **meta: Any) -> str:
         """Send a request (with the envelope on 2026-07-28); its id."""
@@ -102,28 +75,6 @@ class StdioFacade:
             params["_meta"] = {**(ENVELOPE if self.modern else {}), **meta}
         self.send({"id": id, "method": method, **({"params": params} if params else {})})
         return id
-
-    def next_message(self, timeout: float = HOST_TIMEOUT) -> dict[str, Any]:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            pytest.fail(f"the facade wrote nothing within {timeout} s\n{self.stderr[-3000:]}")
-        if line is None:
-            pytest.fail(f"the facade closed its stdout\n{self.stderr[-3000:]}")
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    def answer(self, id: str) -> dict[str, Any]:
-        """The answer to ``id``; the messages before it are kept in ``stray``."""
-        for index, message in enumerate(self.stray):
-            if message.get("id") == id and "method" not in message:
-                return self.stray.pop(index)
-        deadline = time.monotonic() + HOST_TIMEOUT
-        while True:
-            message = self.next_message(max(0.0, deadline - time.monotonic()))
-            if message.get("id") == id and "method" not in message:
-                return message
-            self.stray.append(message)
 
     def call(self, method: str, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
         return self.answer(self.request(method, params, **meta))
@@ -142,17 +93,6 @@ class StdioFacade:
             assert self.call("initialize", init)["result"]["protocolVersion"] == version
             self.send({"method": "notifications/initialized"})
         assert "mcp_t_echo" in {tool["name"] for tool in self.call("tools/list")["result"]["tools"]}
-
-    def close(self) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            pytest.fail(f"the facade did not exit within {STOP_TIMEOUT} s of its stdin closing")
-        self.process.stdout.close()
 
 
 @pytest.fixture

@@ -21,12 +21,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import queue
 import secrets
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -49,12 +45,13 @@ from tests.e2e.facade import (
     HOST_WARNINGS,
     REPO,
     HttpFacade,
+    PipeHost,
     facade_argv,
     http_host,
     stdio_host,
     text_of,
 )
-from tests.e2e.harness import STOP_TIMEOUT, SupervisorProcess, stdio_test_server
+from tests.e2e.harness import SupervisorProcess, stdio_test_server
 from tests.hostile import json_values
 
 pytestmark = [pytest.mark.e2e, *HOST_WARNINGS]
@@ -64,7 +61,6 @@ TOKEN = f"facade-hostile-{secrets.token_hex(8)}"
 PROTOCOL = "2025-11-25"
 DEPTH = 1000
 MIB = 1 << 20
-ANSWER_TIMEOUT = 30.0  # seconds for one answer of the facade (a 5 MiB echo included)
 NO_ANSWER: Final = "no answer"  # what a line expects when nothing may answer it
 
 OBJECT = {"type": "object"}
@@ -156,45 +152,19 @@ def rig(
 # ------------------------------------------------------------------ a host on stdio, by hand
 
 
-class RawHost:
-    """``mcp-supervisor mcp`` with pipes, spoken to by hand: newline-delimited JSON-RPC lines (or not).
-
-    A thread reads the facade's stdout into a queue; every wait for a line is bounded."""
+class RawHost(PipeHost):
+    """``mcp-supervisor mcp`` with pipes, spoken to by hand: newline-delimited JSON-RPC lines (or not)."""
 
     def __init__(self, endpoint: str, stderr_path: Path) -> None:
-        self.stderr_path = stderr_path
-        with stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                facade_argv(endpoint, "mcp"),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                cwd=REPO,
-            )
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.stray: list[dict[str, Any]] = []  # messages read while waiting for another
+        super().__init__(facade_argv(endpoint, "mcp"), stderr_path)
         self._ids = itertools.count(1)
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
 
     def next_id(self) -> str:
         """An id no Hypothesis line can name (its strings are shorter)."""
         return f"raw-host-{next(self._ids)}"
 
     def send(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
+        self.send_line(line)
 
     def request(self, id: object, method: str, params: Any = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
@@ -207,26 +177,6 @@ class RawHost:
         if params is not None:
             message["params"] = params
         self.send(json.dumps(message).encode())
-
-    def answer(self, id: object, timeout: float = ANSWER_TIMEOUT) -> dict[str, Any]:
-        """The answer (result or error) with ``id``; what comes before it is kept in ``stray``."""
-        for index, message in enumerate(self.stray):
-            if _answers(message, id):
-                return self.stray.pop(index)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                pytest.fail(f"no answer to id {id!r} within {timeout} s\n{self.stderr[-3000:]}")
-            if line is None:
-                pytest.fail(
-                    f"the facade closed its stdout (exit {self.process.poll()})\n{self.stderr[-3000:]}"
-                )
-            message = json.loads(line)
-            if _answers(message, id):
-                return message  # type: ignore[no-any-return]
-            self.stray.append(message)
 
     def call(self, method: str, params: Any = None) -> dict[str, Any]:
         id = self.next_id()
@@ -248,30 +198,6 @@ class RawHost:
         assert "mcp_t_echo" in {tool["name"] for tool in listed["result"]["tools"]}, listed
         echoed = self.call("tools/call", {"name": "mcp_t_echo", "arguments": {"text": "still here"}})
         assert echoed["result"] == {"content": [{"type": "text", "text": "still here"}], "isError": False}
-
-    def close(self) -> None:
-        """Close its stdin and wait (bounded) for it to exit, as a host that goes away."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            pytest.fail(f"the facade did not exit within {STOP_TIMEOUT} s of its stdin closing")
-        finally:
-            self._reader.join(5)
-            self.process.stdout.close()
-
-
-def _answers(message: Any, id: object) -> bool:
-    return (
-        isinstance(message, dict)
-        and "id" in message
-        and message["id"] == id
-        and type(message["id"]) is type(id)
-        and ("result" in message or "error" in message)
-    )
 
 
 @pytest.fixture(scope="module")
