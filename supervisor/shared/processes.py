@@ -11,7 +11,7 @@ processes are killed when their server stops, and reaped so no zombie stays.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import logging
 import os
 import signal
@@ -49,11 +49,17 @@ def kill_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library this interpreter runs on: its own symbols (no ``find_library``, which runs
+    ``ldconfig`` in a child process each time)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def prctl(option: int, arg: int | bytes) -> bool:
     """Linux ``prctl(option, arg)``; False where it failed or does not exist."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        return bool(libc.prctl(option, arg, 0, 0, 0) == 0)
+        return bool(_libc().prctl(option, arg, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
@@ -71,11 +77,10 @@ def merge_identical_pages(enable: bool = True) -> bool:
     carry them into the server). False where nothing could be marked.
     """
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        madvise = _libc().madvise
         maps = Path("/proc/self/maps").read_text().splitlines()
-    except OSError:
+    except (OSError, AttributeError):
         return False
-    madvise = libc.madvise
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     advice = MADV_MERGEABLE if enable else MADV_UNMERGEABLE
     marked = 0
