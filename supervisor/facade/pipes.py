@@ -29,6 +29,7 @@ wait for ever); a notification or a response is never answered, a blank line is 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -63,6 +64,7 @@ log = logging.getLogger("mcp_supervisor.facade")
 
 MAX_LINE: Final = 64 * 1024 * 1024  # bytes in one line from the host; a longer one is dropped
 READ_SIZE: Final = 256 * 1024  # bytes asked of the pipe at a time
+YIELD_EVERY: Final = 16  # reads in a row that found bytes waiting, before one pass through the scheduler
 MAX_UNANSWERED: Final = (
     256  # the host's requests in hand before the facade stops reading (a host not reading)
 )
@@ -79,6 +81,31 @@ class LineReader:
         self._buffer = bytearray(read)
         self._scanned = 0  # bytes of the buffer known to hold no newline
         self._dropping = False  # inside a line past MAX_LINE: skip to its end
+        self._unwaited = 0  # reads in a row that found bytes waiting
+
+    async def _receive(self) -> bytes:
+        """The pipe's next bytes (b"" at its end). ``FdStream.receive_some`` passes through trio's
+        scheduler before every read; this reads at once and waits only when nothing is there, with one
+        scheduling point every ``YIELD_EVERY`` reads that did not wait (a host writing without pause
+        cannot hold the loop)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        fd = self._stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, READ_SIZE)
+            except BlockingIOError:
+                self._unwaited = 0
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("file was already closed") from None
+                raise trio.BrokenResourceError from exc
+            self._unwaited += 1
+            if self._unwaited >= YIELD_EVERY:
+                self._unwaited = 0
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return chunk
 
     def __aiter__(self) -> Self:
         return self
@@ -101,7 +128,7 @@ class LineReader:
                 self._dropping = True
                 self._buffer.clear()
                 self._scanned = 0
-            chunk = await self._stream.receive_some(READ_SIZE)
+            chunk = await self._receive()
             if not chunk:
                 if self._buffer and not self._dropping:
                     line = bytes(self._buffer)
@@ -121,14 +148,35 @@ class LineWriter:
         self.gone = False
 
     async def write_line(self, data: bytes) -> None:
+        """One line, whole. Written at once when the pipe has room and no other line is being written
+        (``trio.Lock.acquire`` and ``FdStream.send_all`` would each pass through trio's scheduler
+        first); else the rest as ``send_all`` writes it, waiting for room."""
         if self.gone:
             return
-        async with self._lock:
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        line = data + b"\n"
+        try:
             try:
-                await self._stream.send_all(data + b"\n")
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.gone = True
-                log.info("the host closed its end of the pipe; what it was sent since is dropped")
+                sent = os.write(self._stream.fileno(), line)
+            except BlockingIOError:
+                sent = 0
+            if sent < len(line):
+                await self._stream.send_all(line[sent:])
+        except (BrokenPipeError, trio.BrokenResourceError, trio.ClosedResourceError):
+            self._gone()
+        except OSError as exc:  # as send_all has it: a closed descriptor, or a broken pipe otherwise named
+            if exc.errno not in (errno.EBADF, errno.EPIPE):
+                raise
+            self._gone()
+        finally:
+            self._lock.release()
+
+    def _gone(self) -> None:
+        self.gone = True
+        log.info("the host closed its end of the pipe; what it was sent since is dropped")
 
 
 @contextmanager

@@ -20,7 +20,10 @@ drift on a shared machine hits them alike:
           `Authorization: Bearer`; the TCP connections its calls used are counted (by client port)
 Each Client path runs once per protocol mode in --modes: "auto" (the SDK's default: server/discover,
 2026-07-28, falling back to the initialize handshake) and "legacy" (the initialize handshake); the
-table says which protocol version each session negotiated.
+table says which protocol version each session negotiated. Mode "bare" puts the direct and stdio paths
+behind tests/benchmarks/bare_host.py instead of the SDK's Client: JSON lines on the pipes, answers
+matched by id, nothing else. The SDK host's own CPU is a share of every stdio path's p50 (about
+0.2 ms per call, more with cold caches); the bare rows show what the facade itself adds.
 
 At C callers, C trio tasks share one client (the SDK multiplexes by JSON-RPC id, the stub by request
 id); each times its own calls back to back; calls/s is all calls over the time the blocks took. Every
@@ -45,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,6 +61,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from supervisor.client import AsyncSupervisorClient, SupervisorClient
+from tests.benchmarks.bare_host import bare_host, host_env
 from tests.benchmarks.common import (
     REPO,
     STDIO_SERVERS,
@@ -84,7 +88,7 @@ CALL_TIMEOUT = 30.0  # seconds for one stub call (its budget at the supervisor)
 CONNECT_TIMEOUT = 60.0  # seconds for a host to connect and list the tools
 LISTEN_TIMEOUT = 30.0  # seconds for `serve --http` to print its LISTENING line
 LEVEL_TIMEOUT = 900.0  # seconds for the warm-up and all blocks of one level
-MODES = ("auto", "legacy")
+MODES = ("auto", "legacy", "bare")  # the SDK host's protocol modes; "bare": tests/benchmarks/bare_host.py
 KINDS = ("direct", "stub", "stdio", "http")  # path kinds, in block order
 
 
@@ -244,6 +248,33 @@ def stub_call(asup: AsyncSupervisorClient, routed: str, server: StdioServer) -> 
     return call
 
 
+async def bare_route(
+    stack: AsyncExitStack,
+    name: str,
+    kind: str,
+    server: StdioServer,
+    routed: str,
+    endpoint: str,
+    stdio_pids: list[int],
+    check: Callable[[str, str], None],
+) -> Route:
+    """The server itself (``direct``) or the stdio facade, behind the bare host."""
+    if kind == "direct":
+        argv, tool = [server.command, *server.args], server.tool
+    else:
+        argv, tool = [sys.executable, "-m", "supervisor", "mcp", "--endpoint", endpoint], routed
+    host = await stack.enter_async_context(bare_host(argv, host_env(), str(REPO)))
+    stdio_pids.append(host.proc.pid)
+    if tool not in await host.tool_names():
+        raise RuntimeError(f"{name}: tools/list has no {tool}")
+    check(name, await host.call(tool, server.arguments))
+
+    async def call() -> None:
+        await host.call(tool, server.arguments)
+
+    return Route(name, kind, "bare", host.protocol, call, None if kind == "direct" else [host.proc.pid])
+
+
 async def open_paths(
     stack: AsyncExitStack,
     args: argparse.Namespace,
@@ -308,6 +339,12 @@ async def open_paths(
             continue
         for mode in args.modes:
             name = f"{kind} ({mode})"
+            if mode == "bare":
+                if kind != "http":  # the bare host speaks stdio only
+                    paths.append(
+                        await bare_route(stack, name, kind, server, routed, endpoint, stdio_pids, check)
+                    )
+                continue
             if kind == "direct":
                 client, _ = await stdio_host(name, server.params(), mode)
                 await listed(name, client, server.tool)
@@ -442,7 +479,8 @@ def summarize(rows: list[Row], levels: list[int], modes: list[str]) -> list[str]
         for mode in modes:
             direct = by[(level, f"direct ({mode})")]
             for kind in ("stdio", "http"):
-                r = by[(level, f"{kind} ({mode})")]
+                if (r := by.get((level, f"{kind} ({mode})"))) is None:
+                    continue  # the bare host speaks stdio only
                 words.append(
                     f"{level} callers, {kind} facade ({mode}, {r.protocol}): p50 {r.p50_ms:.3f} ms ="
                     f" stub {stub.p50_ms:.3f} ms {r.p50_ms - stub.p50_ms:+.3f} ms"
@@ -551,7 +589,10 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured calls per path and level first")
     parser.add_argument("--blocks", type=int, default=10, help="alternating blocks per level")
     parser.add_argument(
-        "--modes", type=_modes, default=",".join(MODES), help="Client protocol modes: auto,legacy"
+        "--modes",
+        type=_modes,
+        default=",".join(MODES),
+        help="host modes: auto,legacy (the SDK's Client), bare (the bare host; stdio only)",
     )
     parser.add_argument("--json", default=str(RESULTS / "facade.json"), help="'' to write none")
     args = parser.parse_args()
