@@ -73,7 +73,8 @@ from tests.benchmarks.memory_peers import (
     through_facade,
     wanted_peers,
 )
-from tests.benchmarks.peers import PEERS_DIR, install_peers, swept
+from tests.benchmarks.peer_install import PEERS_DIR, install_peers
+from tests.benchmarks.peer_processes import swept
 
 MB = 1024 * 1024 / 1e6  # MiB -> MB
 ROLES = ("supervisor", "worker", "other", "facade", "peer", "server")

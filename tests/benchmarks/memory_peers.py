@@ -24,18 +24,10 @@ from typing import Any
 import trio
 
 from tests.benchmarks.fleet import Kind, Memory, descendants, memory
-from tests.benchmarks.peers import (
-    PATHS,
-    SERVER_ENV,
-    Ctx,
-    Host,
-    Peer,
-    open_stdio,
-    short,
-    sweep,
-    write_configs,
-    write_scripts,
-)
+from tests.benchmarks.peer_install import Peer
+from tests.benchmarks.peer_paths import PATHS, Ctx, Host, open_stdio, write_configs, write_scripts
+from tests.benchmarks.peer_phases import short
+from tests.benchmarks.peer_processes import SERVER_ENV, sweep
 
 PEERS = ("fastmcp", "fastmcp-mount", "mcp-proxy", "magg")  # their keys in peers.PATHS
 LABELS = {"ours": "mcp-supervisor", **{p.key: p.label for p in PATHS}}

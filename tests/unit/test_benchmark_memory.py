@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.benchmarks.fleet import Memory
 from tests.benchmarks.memory import MB, totals
 from tests.benchmarks.memory_peers import sort_tree, tracebacks
-from tests.benchmarks.peers import SERVER_ENV
+from tests.benchmarks.peer_processes import SERVER_ENV
 
 
 def test_a_peers_processes_are_sorted_by_the_servers_marker() -> None:
