@@ -6,19 +6,23 @@ result checked against the tool's schemas). Below: ``jsonschema``.
 
 A schema is read as the draft its ``$schema`` names, else as 2020-12 (``validator_class``), whether
 it is being checked or used to check; so a schema the supervisor accepts is one a worker can use.
-This module imports nothing of the project.
+Checking asks ``supervisor.shared.schema_quick`` first, which proves the common tool schema valid
+without ``jsonschema``; ``jsonschema`` (about 2 MB, with its metaschemas) is imported only for a
+schema it does not prove, and for a validator (a worker's calls). So a supervisor whose servers' tools
+have common schemas never loads it.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.protocols
-import jsonschema.validators
 import msgspec
+
+from supervisor.shared.schema_quick import proves_valid
+
+if TYPE_CHECKING:
+    import jsonschema.protocols
 
 __all__ = ["json_schema_problem", "schema_problem", "validator", "validator_class"]
 
@@ -27,7 +31,12 @@ _encode_json = msgspec.json.Encoder(order="deterministic").encode
 
 
 def validator_class(schema: dict[str, Any]) -> type[jsonschema.protocols.Validator]:
-    """The validator of the draft ``schema`` names in ``$schema``, else of 2020-12."""
+    """The validator of the draft ``schema`` names in ``$schema``, else of 2020-12 (also for a
+    ``$schema`` that is no string: 2020-12's check then says so, where jsonschema's lookup would raise)."""
+    import jsonschema.validators
+
+    if not isinstance(schema.get("$schema", ""), str):
+        return jsonschema.Draft202012Validator
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
 
 
@@ -54,6 +63,8 @@ def json_schema_problem(schema: dict[str, Any]) -> str | None:
     Checking a schema against its metaschema costs about a millisecond; the verdicts on the
     ``SCHEMA_VERDICTS`` schemas checked last are kept, so listing the same tools again is cheap.
     """
+    if proves_valid(schema):
+        return None
     try:
         key = _encode_json(schema)
     except (TypeError, ValueError):  # not JSON (a test's Python object): check it as it is
@@ -67,6 +78,8 @@ def _cached_check(key: bytes) -> str | None:
 
 
 def _check_schema(schema: dict[str, Any]) -> str | None:
+    import jsonschema.exceptions
+
     try:
         validator_class(schema).check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:

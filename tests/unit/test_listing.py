@@ -78,6 +78,10 @@ async def test_a_schema_without_a_type_is_an_object_schema() -> None:
             {"name": "t", "inputSchema": {"type": "object", "required": "x"}},
             "tool 't' left out: inputSchema is not valid JSON Schema at required",
         ),
+        (
+            {"name": "t", "inputSchema": {"type": "object", "$schema": True}},
+            "tool 't' left out: inputSchema is not valid JSON Schema at $schema",
+        ),
         (7, "server 's' tools/list entry 2 left out: it is int, not an object"),
         ({"name": ""}, "tools/list entry 2 left out: it has no name"),
         ({"name": ["t"]}, "tools/list entry 2 left out: its name is list, not a string"),
