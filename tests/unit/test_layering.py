@@ -82,7 +82,16 @@ def test_a_supervisor_without_a_metrics_listener_loads_no_http_stack_and_no_asyn
     loaded = _loaded_by("supervisor.daemon.lifecycle")
     assert "supervisor.daemon.core" in loaded  # the check sees the daemon itself
     tops = {name.split(".")[0] for name in loaded}
-    assert not tops & {"asyncio", "prometheus_client", "h11", "wsgiref", "mcp", "pydantic", "difflib"}
+    assert not tops & {
+        "asyncio",
+        "prometheus_client",
+        "h11",
+        "wsgiref",
+        "mcp",
+        "pydantic",
+        "difflib",
+        "jsonschema",
+    }
     assert not {name for name in loaded if name.startswith("supervisor.ops.web")}
 
 
