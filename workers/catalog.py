@@ -2,7 +2,10 @@
 argument completions.
 
 Above: ``workers.calls``, which runs each ``Fetch`` under its budget and maps the SDK's
-errors to codes. Below: the worker's ``mcp.Client`` session.
+errors to codes. Below: the worker's session (``workers.lean``, or the SDK's ``mcp.Client``), whose
+reads, prompts and completions come back as the SDK's models. Those models (and pydantic) are
+imported when the first such request is served, not before: a worker that serves none never loads
+them.
 
 Listings are read by ``workers.listing`` (every page, entry by entry: one bad entry is left out
 with a warning, the rest served) and come back as the wire's ``ResourceInfo`` /
@@ -15,20 +18,9 @@ says so, without asking the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, assert_never
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, assert_never
 
 import msgspec
-import pydantic
-from mcp import Client
-from mcp_types import (
-    GetPromptResult,
-    Prompt,
-    PromptReference,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    ResourceTemplateReference,
-)
 
 from supervisor.protocol import (
     Completion,
@@ -45,10 +37,16 @@ from supervisor.shared.names import prefixed_names
 from workers.listing import ListingFailed, Pager, Warnings, every_entry, models_of
 from workers.values import InvalidArguments, decode_arguments
 
+if TYPE_CHECKING:
+    import pydantic
+    from mcp_types import GetPromptResult, ReadResourceResult
+
+Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
+
 __all__ = ["Catalog", "CatalogError", "render_contents"]
 
 Entry = ResourceInfo | ResourceTemplateInfo | PromptInfo
-_M = TypeVar("_M", bound=pydantic.BaseModel)
+_M = TypeVar("_M", bound="pydantic.BaseModel")
 
 
 class CatalogError(Exception):
@@ -96,6 +94,8 @@ class Catalog:
     async def resources(self, client: Client) -> list[Entry]:
         if client.server_capabilities.resources is None:
             return []
+        from mcp_types import Resource
+
         items = await self._entries(client, "resources/list", "resources", Resource, "uri")
         return [
             ResourceInfo(
@@ -114,6 +114,8 @@ class Catalog:
     async def resource_templates(self, client: Client) -> list[Entry]:
         if client.server_capabilities.resources is None:
             return []
+        from mcp_types import ResourceTemplate
+
         items = await self._entries(
             client, "resources/templates/list", "resourceTemplates", ResourceTemplate, "uriTemplate"
         )
@@ -133,6 +135,8 @@ class Catalog:
     async def prompts(self, client: Client) -> list[Entry]:
         if client.server_capabilities.prompts is None:
             return []
+        from mcp_types import Prompt
+
         items = await self._entries(client, "prompts/list", "prompts", Prompt, "name")
         names = prefixed_names(self.server, (item.name for item in items))
         self._prompt_names = names
@@ -183,6 +187,8 @@ class Catalog:
             wanted = msgspec.msgpack.decode(params, type=_CompleteParams)
         except msgspec.DecodeError as exc:
             raise CatalogError("INVALID_ARGUMENTS", f"completion/complete: {exc}") from None
+        from mcp_types import PromptReference, ResourceTemplateReference
+
         ref: PromptReference | ResourceTemplateReference
         if wanted.ref.type == "ref/prompt":
             if not wanted.ref.name:

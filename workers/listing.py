@@ -36,15 +36,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
-import pydantic
-from mcp.shared.inbound import find_invalid_x_mcp_header
 
 from supervisor.protocol import WorkerTool, total_decoder
 from supervisor.shared.schemas import json_schema_problem, schema_problem
 from workers.values import json_problem
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = [
     "MAX_ENTRY_DEPTH",
@@ -65,7 +66,7 @@ MAX_ENTRY_DEPTH: Final = 64  # levels of objects and arrays in one entry; jsonsc
 NO_ARGUMENTS: Final = {"type": "object", "properties": {}}  # a tool that declares no arguments
 
 Pager = Callable[[str, dict[str, Any]], Awaitable[Any]]  # (method, params) -> JSON values, or msgspec.Raw
-_M = TypeVar("_M", bound=pydantic.BaseModel)
+_M = TypeVar("_M", bound="pydantic.BaseModel")
 _T = TypeVar("_T")
 
 
@@ -216,8 +217,11 @@ def _tool(name: str, entry: dict[str, Any], warnings: Warnings, modern: bool) ->
     elif isinstance(schema, dict) and "type" not in schema:
         schema = {"type": "object", **schema}
     problem = schema_problem(schema)
-    if problem is None and modern and (reason := find_invalid_x_mcp_header(schema)) is not None:
-        problem = f"inputSchema has an invalid x-mcp-header ({reason})"
+    if problem is None and modern:
+        from mcp.shared.inbound import find_invalid_x_mcp_header  # a 2026-07-28 session's rule
+
+        if (reason := find_invalid_x_mcp_header(schema)) is not None:
+            problem = f"inputSchema has an invalid x-mcp-header ({reason})"
     if problem is not None:
         warnings.warn(f"tool {name!r} left out: {problem}")
         return None
@@ -251,6 +255,8 @@ def _optional(name: str, entry: dict[str, Any], field: str, kind: type[_T], warn
 
 def models_of(method: str, entries: list[Any], model: type[_M], key: str, warnings: Warnings) -> list[_M]:
     """The entries that fit ``model`` (the SDK's model of one, e.g. ``Prompt``); the rest left out, warned."""
+    import pydantic
+
     items: list[_M] = []
     for index, entry in enumerate(entries, 1):
         name = _named(method, index, entry, warnings, key)

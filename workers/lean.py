@@ -1,0 +1,610 @@
+"""The worker's own MCP client for a stdio server: JSON-RPC over the server's pipes, with msgspec.
+
+Above: ``workers.session``, which opens one ``LeanClient`` per stdio server (``open_client``), and the
+parts of the worker that talk to the server through it (``workers.tools``, ``workers.interests``,
+``workers.catalog``, ``workers.calls``), as they talk to the SDK's ``mcp.Client`` on a remote server:
+it has the attributes and methods of ``mcp.Client`` they use. Below: the server's pipes
+(``workers.stdio``): requests go out through ``OwnRequests`` (``workers.own_requests``, which also
+takes their answers and progress), and every other line the server writes comes to ``receive``.
+
+It says to the server what the SDK's client says, byte for byte (``mode="auto"``, the SDK's default):
+
+- the handshake: ``server/discover`` at 2026-07-28 (not cancelled, within ``DISCOVER_TIMEOUT``); a
+  server that shares a modern version is adopted (every request then carries the ``_meta``
+  envelope: protocol version, client info and capabilities), any other answer falls back to
+  ``initialize`` at 2025-11-25 and ``notifications/initialized``; ``-32022`` naming a mutual modern
+  version probes once more (``_negotiate``, the SDK's ``negotiate_auto``);
+- the capabilities: ``sampling`` with a sampling program or ``"sampling": "caller"``, ``elicitation``
+  (form and URL) always, ``roots`` (``listChanged``) with configured roots (``workers.requests``);
+- ``ping``, ``logging/setLevel``, ``resources/subscribe`` / ``unsubscribe``, and on 2026-07-28 the
+  ``subscriptions/listen`` streams (``listen``), as the SDK's ``ClientSession`` sends them.
+
+What the server sends that is not an answer of ours: its requests (``ping`` answered here; sampling,
+elicitation and roots by ``workers.lean_sdk``, which loads the SDK's models the first time one comes,
+to validate and answer exactly as the SDK does), and its notifications: a tool list change, a log
+message, a resource update (to ``on_event``), a cancel of one of its requests, a listen stream's
+acknowledgment and events. A line that is no JSON-RPC message is the transport's to warn about.
+
+The results the worker turns into the wire's own values itself (a tool call, a listing: raw JSON) are
+never checked by the SDK's models; a resource read, a prompt, a completion and a 2026-07-28
+``input_required`` round are (``workers.lean_sdk``), so that a lean worker answers them as one that
+used the SDK, and pays for those models only when it serves one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
+import trio
+
+from supervisor.protocol import total_decoder
+from workers.errors import (
+    INTERNAL_ERROR,
+    REQUEST_TIMEOUT,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ListenNotSupportedError,
+    MCPError,
+    SubscriptionLost,
+)
+from workers.stdio import StdioServer
+
+if TYPE_CHECKING:
+    from workers.requests import ServerRequests
+
+__all__ = [
+    "DISCOVER_TIMEOUT",
+    "HANDSHAKE_PROTOCOL_VERSIONS",
+    "MODERN_PROTOCOL_VERSIONS",
+    "LeanClient",
+    "ListenNotSupportedError",
+    "SubscriptionLost",
+    "open_client",
+]
+
+log = logging.getLogger("mcp_supervisor.worker")
+
+# The protocol versions the SDK speaks (``mcp_types.version``), oldest to newest.
+HANDSHAKE_PROTOCOL_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+MODERN_PROTOCOL_VERSIONS: Final = ("2026-07-28",)
+LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_PROTOCOL_VERSIONS[-1]
+LATEST_MODERN_VERSION: Final = MODERN_PROTOCOL_VERSIONS[-1]
+DISCOVER_TIMEOUT: Final = 10.0  # seconds for ``server/discover`` (the SDK's DISCOVER_TIMEOUT_SECONDS)
+# The ``_meta`` keys of the 2026-07-28 envelope.
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
+MAX_PENDING_EVENTS: Final = 1024  # a listen stream's unread events (the SDK's bound)
+
+Event = Literal["tools", "logged", "updated"]
+OnEvent = Callable[[Event, Any], None]  # what the server said: tools changed, a log message, a resource update
+
+_listen_ids = itertools.count(1)  # ``listen-N``: string ids, which never meet our numbered ones
+
+
+# ---------------------------------------------------------------- what the server sends
+
+
+class _ErrorObject(msgspec.Struct):
+    code: int
+    message: str
+    data: Any = None
+
+
+class _Message(msgspec.Struct):
+    """A JSON-RPC message from the server, as the SDK's ``JSONRPCMessage`` accepts them."""
+
+    jsonrpc: str
+    id: int | str | None | msgspec.UnsetType = msgspec.UNSET
+    method: str | msgspec.UnsetType = msgspec.UNSET
+    params: dict[str, Any] | None = None
+    result: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    error: _ErrorObject | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Flag(msgspec.Struct, rename="camel"):
+    list_changed: bool | None = None
+
+
+class _ResourcesCapability(msgspec.Struct, rename="camel"):
+    subscribe: bool | None = None
+    list_changed: bool | None = None
+
+
+class ServerCapabilities(msgspec.Struct):
+    """The server's capabilities, with the attributes of the SDK's model that the worker reads."""
+
+    experimental: dict[str, dict[str, Any]] | None = None
+    logging: dict[str, Any] | None = None
+    prompts: _Flag | None = None
+    resources: _ResourcesCapability | None = None
+    tools: _Flag | None = None
+    completions: dict[str, Any] | None = None
+    extensions: dict[str, dict[str, Any]] | None = None
+    tasks: dict[str, Any] | None = None
+
+
+class Implementation(msgspec.Struct):
+    name: str
+    version: str
+
+
+class _InitializeResult(msgspec.Struct, rename="camel"):
+    protocol_version: str
+    capabilities: ServerCapabilities
+    server_info: Implementation
+    instructions: str | None = None
+
+
+class _DiscoverResult(msgspec.Struct, rename="camel"):
+    supported_versions: list[str]
+    capabilities: ServerCapabilities
+    instructions: str | None = None
+    ttl_ms: int = 0
+    cache_scope: Literal["public", "private"] = "private"
+    result_type: str = "complete"
+    meta: dict[str, Any] | None = msgspec.field(name="_meta", default=None)
+
+
+class LogMessage(msgspec.Struct):
+    """A ``notifications/message``'s params (the SDK's ``LoggingMessageNotificationParams``)."""
+
+    level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+    data: Any
+    logger: str | None = None
+
+
+class _Updated(msgspec.Struct):
+    uri: str
+
+
+_decode_message = total_decoder(msgspec.json.Decoder(_Message).decode)
+_encode = msgspec.json.Encoder().encode
+
+
+def _decode_as(raw: msgspec.Raw | dict[str, Any] | None, kind: type[Any]) -> Any:
+    """``raw`` (JSON text, or decoded values) as ``kind``; raises ``msgspec.ValidationError``/``DecodeError``."""
+    if isinstance(raw, msgspec.Raw):
+        return msgspec.json.decode(raw, type=kind)
+    return msgspec.convert(raw, kind)
+
+
+# ---------------------------------------------------------------- a listen stream
+
+
+class _Route:
+    """One ``subscriptions/listen`` stream's state, fed in the order the server's lines are read."""
+
+    def __init__(self) -> None:
+        self.acked = trio.Event()
+        self.honored: dict[str, Any] | None = None
+        self.end: Literal["graceful", "lost", "local"] | None = None
+        self.error: MCPError | None = None
+        self._pending: dict[tuple[str, str], None] = {}
+        self._wake = trio.Event()
+
+    def set_acked(self, honored: dict[str, Any]) -> None:
+        if not self.acked.is_set():
+            self.honored = honored
+            self.acked.set()
+
+    def deliver(self, event: tuple[str, str]) -> None:
+        """Queue an event the acknowledged filter admits, once while it waits."""
+        if self.end is not None or self.honored is None:
+            return
+        kind, _uri = event
+        admitted = (
+            bool(self.honored.get("resourceSubscriptions"))
+            if kind == "updated"
+            else self.honored.get(f"{kind}ListChanged") is True
+        )
+        if not admitted or event in self._pending:
+            return
+        if len(self._pending) >= MAX_PENDING_EVENTS:
+            why = f"subscription backlog exceeded {MAX_PENDING_EVENTS} unconsumed events; re-listen and refetch"
+            self.settle("lost", MCPError(INTERNAL_ERROR, why))
+            return
+        self._pending[event] = None
+        self._wake.set()
+
+    def settle(self, end: Literal["graceful", "lost", "local"], error: MCPError | None = None) -> None:
+        if self.end is None:
+            self.end, self.error = end, error
+            self.acked.set()
+            self._wake.set()
+
+    async def next_event(self) -> tuple[str, str] | str:
+        while True:
+            wake = self._wake
+            if self.end == "local":
+                return self.end
+            if self._pending:
+                event = next(iter(self._pending))
+                del self._pending[event]
+                return event
+            if self.end is not None:
+                return self.end
+            await wake.wait()
+            self._wake = trio.Event()
+
+
+class ResourceUpdated(msgspec.Struct, frozen=True):
+    """A listen stream's event: the resource at ``uri`` changed (other events carry no ``uri``)."""
+
+    uri: str
+
+
+class ListChanged(msgspec.Struct, frozen=True):
+    """A listen stream's event: a list (``tools``, ``prompts``, ``resources``) changed."""
+
+    kind: str
+
+
+class Subscription:
+    """An open listen stream: an async iterator of its events, ending when the server closes it."""
+
+    def __init__(self, route: _Route, subscription_id: str) -> None:
+        self._route = route
+        self.subscription_id = subscription_id
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> ResourceUpdated | ListChanged:
+        outcome = await self._route.next_event()
+        if isinstance(outcome, str):
+            if outcome == "lost":
+                raise SubscriptionLost(
+                    f"subscription {self.subscription_id!r} ended without the server's graceful close;"
+                    " re-listen and refetch"
+                ) from self._route.error
+            raise StopAsyncIteration
+        kind, uri = outcome
+        return ResourceUpdated(uri=uri) if kind == "updated" else ListChanged(kind=kind)
+
+
+# ---------------------------------------------------------------- the client
+
+
+class LeanClient:
+    """One MCP session with a stdio server, spoken by the worker itself (see the module)."""
+
+    def __init__(
+        self,
+        server: StdioServer,
+        requests: ServerRequests,
+        client_info: dict[str, Any],
+        on_event: OnEvent,
+        tasks: trio.Nursery,
+    ) -> None:
+        self.server = server
+        self.own = server.own
+        self.requests = requests
+        self.client_info = client_info
+        self._on_event = on_event
+        self._tasks = tasks  # where the server's requests are answered
+        self.protocol_version: str | None = None
+        self.server_capabilities = ServerCapabilities()
+        self.server_info: Implementation | None = None
+        self.instructions: str | None = None
+        self._serving: dict[int | str, trio.CancelScope] = {}  # the server's requests being answered
+        self._routes: dict[str, _Route] = {}  # listen streams by their request id
+
+    @property
+    def session(self) -> LeanClient:
+        """Itself: what the SDK's ``Client.session`` offers, it offers too."""
+        return self
+
+    def capabilities(self) -> dict[str, Any]:
+        """The capability ad (``ClientSession._build_capabilities``: the same keys in the same order)."""
+        offered = self.requests.client_options()
+        ad: dict[str, Any] = {}
+        if "sampling_callback" in offered:
+            ad["sampling"] = {}
+        if "elicitation_callback" in offered:
+            ad["elicitation"] = {"form": {}, "url": {}}
+        if "list_roots_callback" in offered:
+            ad["roots"] = {"listChanged": True}
+        return ad
+
+    # ------------------------------------------------------------ the handshake
+
+    async def connect(self) -> None:
+        """Negotiate the protocol (the SDK's ``mode="auto"``): discover, else initialize."""
+        version = LATEST_MODERN_VERSION
+        for attempt in range(2):
+            try:
+                raw = await self._discover(version)
+            except MCPError as exc:
+                if exc.code == UNSUPPORTED_PROTOCOL_VERSION:
+                    supported = _supported(exc.data)
+                    mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in (supported or ())]
+                    if mutual and attempt == 0:
+                        version = mutual[-1]
+                        continue
+                    if supported is not None and not any(v in HANDSHAKE_PROTOCOL_VERSIONS for v in supported):
+                        raise
+                try:
+                    await self.initialize()
+                except MCPError as handshake:
+                    if handshake.code != UNSUPPORTED_PROTOCOL_VERSION or attempt != 0:
+                        raise
+                    mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in (_supported(handshake.data) or ())]
+                    if not mutual:
+                        raise
+                    version = mutual[-1]
+                    continue
+                return
+            try:
+                result = _decode_as(_clamped(raw), _DiscoverResult)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                from workers import lean_sdk
+
+                if not lean_sdk.valid_discover(raw):  # the SDK's model is the judge of what ours refuses
+                    await self.initialize()
+                    return
+                result = msgspec.convert(lean_sdk.discover_values(raw), _DiscoverResult)
+            if not any(v in result.supported_versions for v in MODERN_PROTOCOL_VERSIONS):
+                await self.initialize()
+                return
+            self._adopt_modern(result)
+            return
+
+    async def _discover(self, version: str) -> msgspec.Raw:
+        meta = {
+            PROTOCOL_VERSION_KEY: version,
+            CLIENT_INFO_KEY: self.client_info,
+            CLIENT_CAPABILITIES_KEY: self.capabilities(),
+        }
+        with trio.move_on_after(DISCOVER_TIMEOUT) as scope:
+            return await self.own.request("server/discover", {"_meta": meta}, cancel_on_abandon=False)
+        assert scope.cancelled_caught
+        raise MCPError(REQUEST_TIMEOUT, "Request 'server/discover' timed out")
+
+    async def initialize(self) -> None:
+        params = {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": self.capabilities(),
+            "clientInfo": self.client_info,
+        }
+        raw = await self.own.request("initialize", params, cancel_on_abandon=False)
+        try:
+            result = msgspec.json.decode(raw, type=_InitializeResult)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            from workers import lean_sdk
+
+            # The SDK's model decides (and raises its ValidationError, as the SDK's session would).
+            result = msgspec.convert(lean_sdk.initialize_values(raw), _InitializeResult)
+        if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise RuntimeError(f"Unsupported protocol version from the server: {result.protocol_version}")
+        self.protocol_version = result.protocol_version
+        self.server_capabilities = result.capabilities
+        self.server_info = result.server_info
+        self.instructions = result.instructions
+        self.server.send(_encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+    def _adopt_modern(self, result: _DiscoverResult) -> None:
+        version = [v for v in MODERN_PROTOCOL_VERSIONS if v in result.supported_versions][-1]
+        self.protocol_version = version
+        self.server_capabilities = result.capabilities
+        self.instructions = result.instructions
+        stamp = (result.meta or {}).get(SERVER_INFO_KEY)
+        try:
+            self.server_info = None if stamp is None else msgspec.convert(stamp, Implementation)
+        except msgspec.ValidationError:
+            self.server_info = None  # display-only: a malformed stamp reads as absent
+        self.own.envelope = {
+            PROTOCOL_VERSION_KEY: version,
+            CLIENT_INFO_KEY: self.client_info,
+            CLIENT_CAPABILITIES_KEY: self.capabilities(),
+        }
+
+    @property
+    def modern(self) -> bool:
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    # ------------------------------------------------------------ requests of the worker's
+
+    async def send_ping(self) -> None:
+        await self.own.request("ping", {})
+
+    async def set_logging_level(self, level: str) -> None:
+        await self.own.request("logging/setLevel", {"level": level})
+
+    async def subscribe_resource(self, uri: str) -> None:
+        await self.own.request("resources/subscribe", {"uri": uri})
+
+    async def unsubscribe_resource(self, uri: str) -> None:
+        await self.own.request("resources/unsubscribe", {"uri": uri})
+
+    async def read_resource(self, uri: str) -> Any:
+        from workers import lean_sdk
+
+        return await lean_sdk.read_resource(self, uri)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> Any:
+        from workers import lean_sdk
+
+        return await lean_sdk.get_prompt(self, name, arguments)
+
+    async def complete(self, ref: Any, argument: dict[str, str], context: dict[str, str] | None) -> Any:
+        from workers import lean_sdk
+
+        return await lean_sdk.complete(self, ref, argument, context)
+
+    @asynccontextmanager
+    async def listen(
+        self, *, tools_list_changed: bool = False, resource_subscriptions: Sequence[str] = ()
+    ) -> AsyncIterator[Subscription]:
+        """One ``subscriptions/listen`` stream (2026-07-28), as the SDK's ``listen`` opens it."""
+        if not self.modern:
+            raise ListenNotSupportedError(
+                f"subscriptions/listen is not available at protocol version {self.protocol_version!r}"
+            )
+        wanted: dict[str, Any] = {}
+        if tools_list_changed:
+            wanted["toolsListChanged"] = True
+        if resource_subscriptions:
+            wanted["resourceSubscriptions"] = list(resource_subscriptions)
+        request_id = f"listen-{next(_listen_ids)}"
+        route = self._routes[request_id] = _Route()
+
+        async def drive() -> None:
+            try:
+                await self.own.request(
+                    "subscriptions/listen", {"notifications": wanted}, request_id=request_id
+                )
+            except MCPError as error:
+                route.settle("lost", error)
+                return
+            route.set_acked({})  # a result, whatever its body, is the graceful close
+            route.settle("graceful")
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drive)
+                try:
+                    await route.acked.wait()
+                    if route.honored is None:
+                        if route.error is not None:
+                            raise route.error
+                        raise SubscriptionLost(f"subscription {request_id!r} ended before it was acknowledged")
+                    yield Subscription(route, request_id)
+                finally:
+                    route.settle("local")
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._routes.pop(request_id, None)
+
+    # ------------------------------------------------------------ what the server sends
+
+    def receive(self, line: bytes) -> bool:
+        """A line from the server that is no answer of ours; False when it is not JSON-RPC."""
+        try:
+            message = _decode_message(line)
+        except msgspec.DecodeError:
+            return False
+        if message.jsonrpc != "2.0":
+            return False
+        if isinstance(message.method, str):
+            if isinstance(message.id, int | str):
+                self._tasks.start_soon(self._answer, message.id, message.method, message.params)
+            else:
+                self._notified(message.method, message.params)
+            return True
+        if message.id is msgspec.UNSET or (message.result is msgspec.UNSET and message.error is msgspec.UNSET):
+            return False
+        if message.error is msgspec.UNSET and message.id is None:
+            return False
+        log.debug("dropping response for unknown/late request id %r", message.id)
+        return True
+
+    def _notified(self, method: str, params: dict[str, Any] | None) -> None:
+        if method == "notifications/cancelled":
+            request_id = (params or {}).get("requestId")
+            if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+                if (scope := self._serving.get(request_id)) is not None:
+                    scope.cancel()
+                if isinstance(request_id, str) and (route := self._routes.get(request_id)) is not None:
+                    route.settle("lost")
+            return
+        if self._routes and self._listened(method, params):
+            return
+        try:
+            if method == "notifications/tools/list_changed":
+                self._on_event("tools", None)
+            elif method == "notifications/message":
+                self._on_event("logged", msgspec.convert(params, LogMessage))
+            elif method == "notifications/resources/updated":
+                self._on_event("updated", msgspec.convert(params, _Updated).uri)
+            elif method != "notifications/progress":
+                log.debug("dropped %r", method)
+        except msgspec.ValidationError as exc:
+            log.warning("Failed to validate notification: %s: %s", method, exc)
+
+    def _listened(self, method: str, params: dict[str, Any] | None) -> bool:
+        """Feed a listen stream what is stamped with its id; True for an acknowledgment (consumed)."""
+        meta = (params or {}).get("_meta")
+        route = self._routes.get(meta.get(SUBSCRIPTION_ID_KEY)) if isinstance(meta, dict) else None
+        if route is None or params is None:
+            return False
+        if method == "notifications/subscriptions/acknowledged":
+            honored = params.get("notifications")
+            if not isinstance(honored, dict):
+                return False
+            route.set_acked(honored)
+            return True
+        if method.endswith("/list_changed"):
+            route.deliver((method.split("/")[1], ""))
+        elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+            route.deliver(("updated", params["uri"]))
+        return False  # events go on to the worker as well
+
+    async def _answer(self, request_id: int | str, method: str, params: dict[str, Any] | None) -> None:
+        """Answer one request of the server's; one it cancels is not answered."""
+        with trio.CancelScope() as scope:
+            self._serving[request_id] = scope
+            try:
+                if method == "ping":
+                    answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": {}}
+                else:
+                    from workers import lean_sdk  # the SDK's models judge these requests and answers
+
+                    answer = await lean_sdk.answer(self, request_id, method, params)
+            finally:
+                if self._serving.get(request_id) is scope:
+                    del self._serving[request_id]
+        if not scope.cancelled_caught:
+            self.server.send(_encode(answer))
+
+
+def _supported(data: Any) -> list[str] | None:
+    """``data.supported`` of a -32022 error, or None when it has none."""
+    if isinstance(data, dict) and isinstance(supported := data.get("supported"), list):
+        if all(isinstance(v, str) for v in supported):
+            return supported
+    return None
+
+
+def _clamped(raw: msgspec.Raw) -> dict[str, Any] | msgspec.Raw:
+    """A result whose negative ``ttlMs`` is floored to 0, as the SDK floors it before validating."""
+    try:
+        values = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return raw
+    if isinstance(values, dict):
+        ttl = values.get("ttlMs")
+        if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+            values["ttlMs"] = 0
+        return values
+    return raw
+
+
+@asynccontextmanager
+async def open_client(
+    server: StdioServer,
+    requests: ServerRequests,
+    client_info: dict[str, Any],
+    on_event: OnEvent,
+) -> AsyncIterator[LeanClient]:
+    """Start the server and negotiate the session; the client, until the block ends (then the server
+    is stopped: stdin, SIGTERM, SIGKILL)."""
+    async with trio.open_nursery() as tasks:
+        client = LeanClient(server, requests, client_info, on_event, tasks)
+        try:
+            async with server.connect(client.receive):
+                await client.connect()
+                yield client
+        finally:
+            tasks.cancel_scope.cancel()
+
+
+def meta_of(params: Mapping[str, Any] | None) -> Any:
+    """A request's ``_meta``, if any."""
+    return (params or {}).get("_meta")
