@@ -250,7 +250,9 @@ class Calls:
 
         raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold, trace)
         result = decode_tool_result(raw)
-        if result is None:  # the server asks for input first: the worker's callbacks answer (the SDK's rounds)
+        if (
+            result is None
+        ):  # the server asks for input first: the worker's callbacks answer (the SDK's rounds)
             from workers import lean_sdk
 
             return to_tool_result(await lean_sdk.provide_input(client, tool, arguments, raw, hold))

@@ -22,11 +22,6 @@ from typing import Any, Final
 
 __all__ = [
     "CONNECTION_CLOSED",
-    "ListenNotSupportedError",
-    "SubscriptionLost",
-    "listen_unsupported",
-    "quiet_deprecations",
-    "subscription_lost",
     "HEADER_MISMATCH",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
@@ -34,10 +29,15 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "REQUEST_TIMEOUT",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "ListenNotSupportedError",
     "MCPError",
+    "SubscriptionLost",
     "http_error",
     "invalid_result",
+    "listen_unsupported",
+    "quiet_deprecations",
     "rpc_error",
+    "subscription_lost",
 ]
 
 # JSON-RPC and MCP error codes (``mcp_types.jsonrpc``'s).

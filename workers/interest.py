@@ -42,6 +42,7 @@ class LogParams(Protocol):
     @property
     def data(self) -> Any: ...
 
+
 __all__ = ["APPLY_TIMEOUT", "Interests"]
 
 log = logging.getLogger("mcp_supervisor.worker")

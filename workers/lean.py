@@ -33,240 +33,52 @@ used the SDK, and pays for those models only when it serves one.
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Literal
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 import trio
 
-from supervisor.protocol import total_decoder
-from workers.errors import (
-    INTERNAL_ERROR,
-    REQUEST_TIMEOUT,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    ListenNotSupportedError,
-    MCPError,
-    SubscriptionLost,
+from workers.errors import REQUEST_TIMEOUT, UNSUPPORTED_PROTOCOL_VERSION, MCPError
+from workers.listen import Route, Subscription, listen
+from workers.messages import (
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    DISCOVER_TIMEOUT,
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+    PROTOCOL_VERSION_KEY,
+    SERVER_INFO_KEY,
+    SUBSCRIPTION_ID_KEY,
+    DiscoverResult,
+    Implementation,
+    InitializeResult,
+    LogMessage,
+    ServerCapabilities,
+    Updated,
+    clamped,
+    decode_as,
+    decode_message,
+    encode,
+)
+from workers.messages import (
+    supported as supported_versions,
 )
 from workers.stdio import StdioServer
 
 if TYPE_CHECKING:
     from workers.requests import ServerRequests
 
-__all__ = [
-    "DISCOVER_TIMEOUT",
-    "HANDSHAKE_PROTOCOL_VERSIONS",
-    "MODERN_PROTOCOL_VERSIONS",
-    "LeanClient",
-    "ListenNotSupportedError",
-    "SubscriptionLost",
-    "open_client",
-]
+__all__ = ["MODERN_PROTOCOL_VERSIONS", "Event", "LeanClient", "OnEvent", "open_client"]
 
 log = logging.getLogger("mcp_supervisor.worker")
 
-# The protocol versions the SDK speaks (``mcp_types.version``), oldest to newest.
-HANDSHAKE_PROTOCOL_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-MODERN_PROTOCOL_VERSIONS: Final = ("2026-07-28",)
-LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_PROTOCOL_VERSIONS[-1]
-LATEST_MODERN_VERSION: Final = MODERN_PROTOCOL_VERSIONS[-1]
-DISCOVER_TIMEOUT: Final = 10.0  # seconds for ``server/discover`` (the SDK's DISCOVER_TIMEOUT_SECONDS)
-# The ``_meta`` keys of the 2026-07-28 envelope.
-PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
-CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
-CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
-SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
-SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
-MAX_PENDING_EVENTS: Final = 1024  # a listen stream's unread events (the SDK's bound)
-
 Event = Literal["tools", "logged", "updated"]
-OnEvent = Callable[[Event, Any], None]  # what the server said: tools changed, a log message, a resource update
-
-_listen_ids = itertools.count(1)  # ``listen-N``: string ids, which never meet our numbered ones
-
-
-# ---------------------------------------------------------------- what the server sends
-
-
-class _ErrorObject(msgspec.Struct):
-    code: int
-    message: str
-    data: Any = None
-
-
-class _Message(msgspec.Struct):
-    """A JSON-RPC message from the server, as the SDK's ``JSONRPCMessage`` accepts them."""
-
-    jsonrpc: str
-    id: int | str | None | msgspec.UnsetType = msgspec.UNSET
-    method: str | msgspec.UnsetType = msgspec.UNSET
-    params: dict[str, Any] | None = None
-    result: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
-    error: _ErrorObject | msgspec.UnsetType = msgspec.UNSET
-
-
-class _Flag(msgspec.Struct, rename="camel"):
-    list_changed: bool | None = None
-
-
-class _ResourcesCapability(msgspec.Struct, rename="camel"):
-    subscribe: bool | None = None
-    list_changed: bool | None = None
-
-
-class ServerCapabilities(msgspec.Struct):
-    """The server's capabilities, with the attributes of the SDK's model that the worker reads."""
-
-    experimental: dict[str, dict[str, Any]] | None = None
-    logging: dict[str, Any] | None = None
-    prompts: _Flag | None = None
-    resources: _ResourcesCapability | None = None
-    tools: _Flag | None = None
-    completions: dict[str, Any] | None = None
-    extensions: dict[str, dict[str, Any]] | None = None
-    tasks: dict[str, Any] | None = None
-
-
-class Implementation(msgspec.Struct):
-    name: str
-    version: str
-
-
-class _InitializeResult(msgspec.Struct, rename="camel"):
-    protocol_version: str
-    capabilities: ServerCapabilities
-    server_info: Implementation
-    instructions: str | None = None
-
-
-class _DiscoverResult(msgspec.Struct, rename="camel"):
-    supported_versions: list[str]
-    capabilities: ServerCapabilities
-    instructions: str | None = None
-    ttl_ms: int = 0
-    cache_scope: Literal["public", "private"] = "private"
-    result_type: str = "complete"
-    meta: dict[str, Any] | None = msgspec.field(name="_meta", default=None)
-
-
-class LogMessage(msgspec.Struct):
-    """A ``notifications/message``'s params (the SDK's ``LoggingMessageNotificationParams``)."""
-
-    level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-    data: Any
-    logger: str | None = None
-
-
-class _Updated(msgspec.Struct):
-    uri: str
-
-
-_decode_message = total_decoder(msgspec.json.Decoder(_Message).decode)
-_encode = msgspec.json.Encoder().encode
-
-
-def _decode_as(raw: msgspec.Raw | dict[str, Any] | None, kind: type[Any]) -> Any:
-    """``raw`` (JSON text, or decoded values) as ``kind``; raises ``msgspec.ValidationError``/``DecodeError``."""
-    if isinstance(raw, msgspec.Raw):
-        return msgspec.json.decode(raw, type=kind)
-    return msgspec.convert(raw, kind)
-
-
-# ---------------------------------------------------------------- a listen stream
-
-
-class _Route:
-    """One ``subscriptions/listen`` stream's state, fed in the order the server's lines are read."""
-
-    def __init__(self) -> None:
-        self.acked = trio.Event()
-        self.honored: dict[str, Any] | None = None
-        self.end: Literal["graceful", "lost", "local"] | None = None
-        self.error: MCPError | None = None
-        self._pending: dict[tuple[str, str], None] = {}
-        self._wake = trio.Event()
-
-    def set_acked(self, honored: dict[str, Any]) -> None:
-        if not self.acked.is_set():
-            self.honored = honored
-            self.acked.set()
-
-    def deliver(self, event: tuple[str, str]) -> None:
-        """Queue an event the acknowledged filter admits, once while it waits."""
-        if self.end is not None or self.honored is None:
-            return
-        kind, _uri = event
-        admitted = (
-            bool(self.honored.get("resourceSubscriptions"))
-            if kind == "updated"
-            else self.honored.get(f"{kind}ListChanged") is True
-        )
-        if not admitted or event in self._pending:
-            return
-        if len(self._pending) >= MAX_PENDING_EVENTS:
-            why = f"subscription backlog exceeded {MAX_PENDING_EVENTS} unconsumed events; re-listen and refetch"
-            self.settle("lost", MCPError(INTERNAL_ERROR, why))
-            return
-        self._pending[event] = None
-        self._wake.set()
-
-    def settle(self, end: Literal["graceful", "lost", "local"], error: MCPError | None = None) -> None:
-        if self.end is None:
-            self.end, self.error = end, error
-            self.acked.set()
-            self._wake.set()
-
-    async def next_event(self) -> tuple[str, str] | str:
-        while True:
-            wake = self._wake
-            if self.end == "local":
-                return self.end
-            if self._pending:
-                event = next(iter(self._pending))
-                del self._pending[event]
-                return event
-            if self.end is not None:
-                return self.end
-            await wake.wait()
-            self._wake = trio.Event()
-
-
-class ResourceUpdated(msgspec.Struct, frozen=True):
-    """A listen stream's event: the resource at ``uri`` changed (other events carry no ``uri``)."""
-
-    uri: str
-
-
-class ListChanged(msgspec.Struct, frozen=True):
-    """A listen stream's event: a list (``tools``, ``prompts``, ``resources``) changed."""
-
-    kind: str
-
-
-class Subscription:
-    """An open listen stream: an async iterator of its events, ending when the server closes it."""
-
-    def __init__(self, route: _Route, subscription_id: str) -> None:
-        self._route = route
-        self.subscription_id = subscription_id
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> ResourceUpdated | ListChanged:
-        outcome = await self._route.next_event()
-        if isinstance(outcome, str):
-            if outcome == "lost":
-                raise SubscriptionLost(
-                    f"subscription {self.subscription_id!r} ended without the server's graceful close;"
-                    " re-listen and refetch"
-                ) from self._route.error
-            raise StopAsyncIteration
-        kind, uri = outcome
-        return ResourceUpdated(uri=uri) if kind == "updated" else ListChanged(kind=kind)
+OnEvent = Callable[[Event, Any], None]  # what the server said: tools changed, a log message (params), a URI
 
 
 # ---------------------------------------------------------------- the client
@@ -294,7 +106,7 @@ class LeanClient:
         self.server_info: Implementation | None = None
         self.instructions: str | None = None
         self._serving: dict[int | str, trio.CancelScope] = {}  # the server's requests being answered
-        self._routes: dict[str, _Route] = {}  # listen streams by their request id
+        self._routes: dict[str, Route] = {}  # listen streams by their request id
 
     @property
     def session(self) -> LeanClient:
@@ -323,7 +135,7 @@ class LeanClient:
                 raw = await self._discover(version)
             except MCPError as exc:
                 if exc.code == UNSUPPORTED_PROTOCOL_VERSION:
-                    supported = _supported(exc.data)
+                    supported = supported_versions(exc.data)
                     mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in (supported or ())]
                     if mutual and attempt == 0:
                         version = mutual[-1]
@@ -335,21 +147,23 @@ class LeanClient:
                 except MCPError as handshake:
                     if handshake.code != UNSUPPORTED_PROTOCOL_VERSION or attempt != 0:
                         raise
-                    mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in (_supported(handshake.data) or ())]
+                    mutual = [
+                        v for v in MODERN_PROTOCOL_VERSIONS if v in (supported_versions(handshake.data) or ())
+                    ]
                     if not mutual:
                         raise
                     version = mutual[-1]
                     continue
                 return
             try:
-                result = _decode_as(_clamped(raw), _DiscoverResult)
+                result = decode_as(clamped(raw), DiscoverResult)
             except (msgspec.ValidationError, msgspec.DecodeError):
                 from workers import lean_sdk
 
                 if not lean_sdk.valid_discover(raw):  # the SDK's model is the judge of what ours refuses
                     await self.initialize()
                     return
-                result = msgspec.convert(lean_sdk.discover_values(raw), _DiscoverResult)
+                result = msgspec.convert(lean_sdk.discover_values(raw), DiscoverResult)
             if not any(v in result.supported_versions for v in MODERN_PROTOCOL_VERSIONS):
                 await self.initialize()
                 return
@@ -375,21 +189,21 @@ class LeanClient:
         }
         raw = await self.own.request("initialize", params, cancel_on_abandon=False)
         try:
-            result = msgspec.json.decode(raw, type=_InitializeResult)
+            result = msgspec.json.decode(raw, type=InitializeResult)
         except (msgspec.ValidationError, msgspec.DecodeError):
             from workers import lean_sdk
 
             # The SDK's model decides (and raises its ValidationError, as the SDK's session would).
-            result = msgspec.convert(lean_sdk.initialize_values(raw), _InitializeResult)
+            result = msgspec.convert(lean_sdk.initialize_values(raw), InitializeResult)
         if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             raise RuntimeError(f"Unsupported protocol version from the server: {result.protocol_version}")
         self.protocol_version = result.protocol_version
         self.server_capabilities = result.capabilities
         self.server_info = result.server_info
         self.instructions = result.instructions
-        self.server.send(_encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        self.server.send(encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 
-    def _adopt_modern(self, result: _DiscoverResult) -> None:
+    def _adopt_modern(self, result: DiscoverResult) -> None:
         version = [v for v in MODERN_PROTOCOL_VERSIONS if v in result.supported_versions][-1]
         self.protocol_version = version
         self.server_capabilities = result.capabilities
@@ -438,56 +252,18 @@ class LeanClient:
 
         return await lean_sdk.complete(self, ref, argument, context)
 
-    @asynccontextmanager
-    async def listen(
+    def listen(
         self, *, tools_list_changed: bool = False, resource_subscriptions: Sequence[str] = ()
-    ) -> AsyncIterator[Subscription]:
+    ) -> AbstractAsyncContextManager[Subscription]:
         """One ``subscriptions/listen`` stream (2026-07-28), as the SDK's ``listen`` opens it."""
-        if not self.modern:
-            raise ListenNotSupportedError(
-                f"subscriptions/listen is not available at protocol version {self.protocol_version!r}"
-            )
-        wanted: dict[str, Any] = {}
-        if tools_list_changed:
-            wanted["toolsListChanged"] = True
-        if resource_subscriptions:
-            wanted["resourceSubscriptions"] = list(resource_subscriptions)
-        request_id = f"listen-{next(_listen_ids)}"
-        route = self._routes[request_id] = _Route()
-
-        async def drive() -> None:
-            try:
-                await self.own.request(
-                    "subscriptions/listen", {"notifications": wanted}, request_id=request_id
-                )
-            except MCPError as error:
-                route.settle("lost", error)
-                return
-            route.set_acked({})  # a result, whatever its body, is the graceful close
-            route.settle("graceful")
-
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(drive)
-                try:
-                    await route.acked.wait()
-                    if route.honored is None:
-                        if route.error is not None:
-                            raise route.error
-                        raise SubscriptionLost(f"subscription {request_id!r} ended before it was acknowledged")
-                    yield Subscription(route, request_id)
-                finally:
-                    route.settle("local")
-                    nursery.cancel_scope.cancel()
-        finally:
-            self._routes.pop(request_id, None)
+        return listen(self, self._routes, tools_list_changed, resource_subscriptions)
 
     # ------------------------------------------------------------ what the server sends
 
     def receive(self, line: bytes) -> bool:
         """A line from the server that is no answer of ours; False when it is not JSON-RPC."""
         try:
-            message = _decode_message(line)
+            message = decode_message(line)
         except msgspec.DecodeError:
             return False
         if message.jsonrpc != "2.0":
@@ -498,7 +274,9 @@ class LeanClient:
             else:
                 self._notified(message.method, message.params)
             return True
-        if message.id is msgspec.UNSET or (message.result is msgspec.UNSET and message.error is msgspec.UNSET):
+        if message.id is msgspec.UNSET or (
+            message.result is msgspec.UNSET and message.error is msgspec.UNSET
+        ):
             return False
         if message.error is msgspec.UNSET and message.id is None:
             return False
@@ -522,7 +300,7 @@ class LeanClient:
             elif method == "notifications/message":
                 self._on_event("logged", msgspec.convert(params, LogMessage))
             elif method == "notifications/resources/updated":
-                self._on_event("updated", msgspec.convert(params, _Updated).uri)
+                self._on_event("updated", msgspec.convert(params, Updated).uri)
             elif method != "notifications/progress":
                 log.debug("dropped %r", method)
         except msgspec.ValidationError as exc:
@@ -531,7 +309,8 @@ class LeanClient:
     def _listened(self, method: str, params: dict[str, Any] | None) -> bool:
         """Feed a listen stream what is stamped with its id; True for an acknowledgment (consumed)."""
         meta = (params or {}).get("_meta")
-        route = self._routes.get(meta.get(SUBSCRIPTION_ID_KEY)) if isinstance(meta, dict) else None
+        stream = meta.get(SUBSCRIPTION_ID_KEY) if isinstance(meta, dict) else None
+        route = self._routes.get(stream) if isinstance(stream, str) else None
         if route is None or params is None:
             return False
         if method == "notifications/subscriptions/acknowledged":
@@ -561,29 +340,7 @@ class LeanClient:
                 if self._serving.get(request_id) is scope:
                     del self._serving[request_id]
         if not scope.cancelled_caught:
-            self.server.send(_encode(answer))
-
-
-def _supported(data: Any) -> list[str] | None:
-    """``data.supported`` of a -32022 error, or None when it has none."""
-    if isinstance(data, dict) and isinstance(supported := data.get("supported"), list):
-        if all(isinstance(v, str) for v in supported):
-            return supported
-    return None
-
-
-def _clamped(raw: msgspec.Raw) -> dict[str, Any] | msgspec.Raw:
-    """A result whose negative ``ttlMs`` is floored to 0, as the SDK floors it before validating."""
-    try:
-        values = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return raw
-    if isinstance(values, dict):
-        ttl = values.get("ttlMs")
-        if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
-            values["ttlMs"] = 0
-        return values
-    return raw
+            self.server.send(encode(answer))
 
 
 @asynccontextmanager
@@ -603,8 +360,3 @@ async def open_client(
                 yield client
         finally:
             tasks.cancel_scope.cancel()
-
-
-def meta_of(params: Mapping[str, Any] | None) -> Any:
-    """A request's ``_meta``, if any."""
-    return (params or {}).get("_meta")

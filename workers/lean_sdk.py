@@ -22,6 +22,7 @@ What is done here is what the SDK's ``ClientSession`` does with the same message
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -199,18 +200,14 @@ async def _request(
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
         raw["ttlMs"] = 0
     version = client.protocol_version or "2025-11-25"
-    try:
+    with contextlib.suppress(KeyError):  # a method the version's table lacks is not checked
         _methods.validate_server_result(method, version, raw)
-    except KeyError:
-        pass
     if not (foreign := _later_revision_fields(method, version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return adapter.validate_python(raw, by_name=False)
 
 
-async def _finish(
-    client: LeanClient, first: Any, retry: Callable[[Any, str | None], Awaitable[Any]]
-) -> Any:
+async def _finish(client: LeanClient, first: Any, retry: Callable[[Any, str | None], Awaitable[Any]]) -> Any:
     """Run the SDK's driver on a result that asks for input; any other result as it is."""
     if not isinstance(first, types.InputRequiredResult):
         return first
@@ -235,7 +232,9 @@ async def read_resource(client: LeanClient, uri: str) -> types.ReadResourceResul
     return cast(types.ReadResourceResult, await _finish(client, await retry(None, None), retry))
 
 
-async def get_prompt(client: LeanClient, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+async def get_prompt(
+    client: LeanClient, name: str, arguments: dict[str, str] | None
+) -> types.GetPromptResult:
     async def retry(responses: Any, state: str | None) -> Any:
         params = types.GetPromptRequestParams(
             name=name, arguments=arguments, input_responses=responses, request_state=state

@@ -165,7 +165,8 @@ class OwnRequests:
             pending.answered.set()
             return True
         if head.method is None and (
-            (isinstance(head.id, int) and head.id > OWN_IDS) or (isinstance(head.id, str) and head.id in self._pending)
+            (isinstance(head.id, int) and head.id > OWN_IDS)
+            or (isinstance(head.id, str) and head.id in self._pending)
         ):
             self._settle(head)
             return True
@@ -189,17 +190,13 @@ class OwnRequests:
         if head.result:
             pending.result = head.result
         elif not head.error:
-            pending.error = MCPError(
-                INTERNAL_ERROR, "server answered with neither a result nor an error"
-            )
+            pending.error = MCPError(INTERNAL_ERROR, "server answered with neither a result nor an error")
         else:
             try:
                 error = _decode_error(head.error)
             except msgspec.DecodeError as exc:
                 shown = bytes(head.error)[:200].decode(errors="replace")
-                pending.error = MCPError(
-                    INTERNAL_ERROR, f"server sent a malformed error ({exc}): {shown}"
-                )
+                pending.error = MCPError(INTERNAL_ERROR, f"server sent a malformed error ({exc}): {shown}")
             else:
                 pending.error = MCPError(error.code, error.message, error.data)
         pending.answered.set()

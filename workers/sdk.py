@@ -18,7 +18,6 @@ used the way the SDK's own ``Client`` and ``subscriptions`` modules use them:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -67,7 +66,7 @@ def open_remote(
             log.debug("transport: %s: %s", type(message).__name__, message)
         await trio.lowlevel.checkpoint()
 
-    options: dict[str, Callable[..., Any]] = requests.client_options()
+    options: dict[str, Any] = requests.client_options()
     return Client(
         connect_remote(spec, http, auth),
         cache=None,

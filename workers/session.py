@@ -186,7 +186,12 @@ class Worker:
             )
             self._give_up(WorkerExit.START_FAILED, f"start-up failed: {cause}")
             return True
-        if isinstance(failure, OSError) or rpc_error(failure) or http_error(failure) or invalid_result(failure):
+        if (
+            isinstance(failure, OSError)
+            or rpc_error(failure)
+            or http_error(failure)
+            or invalid_result(failure)
+        ):
             log.error("the session with the server failed: %s", self.http.explain(failure))
             self._end(WorkerExit.SERVER_DIED)
             return True

@@ -113,7 +113,9 @@ def _loaded_by_script(script: str) -> set[str]:
     return set(out.stdout.split())
 
 
-def test_a_stdio_worker_and_its_zygote_load_neither_the_mcp_sdk_nor_pydantic_anyio_or_an_http_client() -> None:
+def test_a_stdio_worker_and_its_zygote_load_neither_the_mcp_sdk_nor_pydantic_anyio_or_an_http_client() -> (
+    None
+):
     """The stdio zygote's preload and everything a stdio worker imports: the worker speaks MCP itself
     (``workers.lean``), so a fork copies none of the SDK's pages."""
     loaded = _loaded_by_script("import workers.zygote as z; z.preload(z.PRELOAD); import workers.worker")
