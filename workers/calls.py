@@ -13,7 +13,7 @@ A call's arguments are decoded totally (``workers.values``) and checked against 
 its budget the caller gets ``TIMEOUT`` and the server is sent ``notifications/cancelled``. A call
 that asks for progress gets the server's notifications as ``InvokeProgress`` (coalesced by
 ``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
-finished by the worker's callbacks, rounds run by the SDK's driver (``workers.lean_sdk.provide_input``).
+finished by the worker's callbacks, in rounds as the SDK runs them (``workers.lean_sdk.provide_input``).
 
 While tracing (``supervisor.shared.tracing.on``), an ``Invoke`` whose trace is sampled is served in one
 span ``tools/call TOOL``, child of the supervisor's span, with the call's outcome, and its context goes
@@ -250,12 +250,10 @@ class Calls:
 
         raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold, trace)
         result = decode_tool_result(raw)
-        if (
-            result is None
-        ):  # the server asks for input first: the worker's callbacks answer (the SDK's rounds)
+        if result is None:  # the server asks for input first: the worker's callbacks answer
             from workers import lean_sdk
 
-            return to_tool_result(await lean_sdk.provide_input(client, tool, arguments, raw, hold))
+            return to_tool_result(await lean_sdk.provide_input(client, tool, arguments, raw, hold, trace))
         return result
 
     def _check_output(self, tool: str, result: ToolResult) -> None:

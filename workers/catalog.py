@@ -34,11 +34,11 @@ from supervisor.protocol import (
 )
 from supervisor.shared.content import EMPTY_TEXT, base64_size, render_text
 from supervisor.shared.names import prefixed_names
-from workers.listing import ListingFailed, Pager, Warnings, every_entry, models_of
+from workers.entries import Prompt, Resource, ResourceTemplate, dump, entries_of
+from workers.listing import ListingFailed, Pager, Warnings, every_entry
 from workers.values import InvalidArguments, decode_arguments
 
 if TYPE_CHECKING:
-    import pydantic
     from mcp_types import GetPromptResult, ReadResourceResult
 
 Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
@@ -46,7 +46,7 @@ Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``work
 __all__ = ["Catalog", "CatalogError", "render_contents"]
 
 Entry = ResourceInfo | ResourceTemplateInfo | PromptInfo
-_M = TypeVar("_M", bound="pydantic.BaseModel")
+_M = TypeVar("_M", Resource, ResourceTemplate, Prompt)
 
 
 class CatalogError(Exception):
@@ -94,8 +94,6 @@ class Catalog:
     async def resources(self, client: Client) -> list[Entry]:
         if client.server_capabilities.resources is None:
             return []
-        from mcp_types import Resource
-
         items = await self._entries(client, "resources/list", "resources", Resource, "uri")
         return [
             ResourceInfo(
@@ -106,7 +104,7 @@ class Catalog:
                 description=item.description or "",
                 mime_type=item.mime_type,
                 size=item.size,
-                annotations=_dump(item.annotations),
+                annotations=dump(item.annotations),
             )
             for item in items
         ]
@@ -114,8 +112,6 @@ class Catalog:
     async def resource_templates(self, client: Client) -> list[Entry]:
         if client.server_capabilities.resources is None:
             return []
-        from mcp_types import ResourceTemplate
-
         items = await self._entries(
             client, "resources/templates/list", "resourceTemplates", ResourceTemplate, "uriTemplate"
         )
@@ -127,7 +123,7 @@ class Catalog:
                 title=item.title,
                 description=item.description or "",
                 mime_type=item.mime_type,
-                annotations=_dump(item.annotations),
+                annotations=dump(item.annotations),
             )
             for item in items
         ]
@@ -135,8 +131,6 @@ class Catalog:
     async def prompts(self, client: Client) -> list[Entry]:
         if client.server_capabilities.prompts is None:
             return []
-        from mcp_types import Prompt
-
         items = await self._entries(client, "prompts/list", "prompts", Prompt, "name")
         names = prefixed_names(self.server, (item.name for item in items))
         self._prompt_names = names
@@ -147,20 +141,21 @@ class Catalog:
                 original_name=item.name,
                 title=item.title,
                 description=item.description or "",
-                arguments=[_dump(argument) or {} for argument in item.arguments or ()],
+                arguments=[dump(argument) or {} for argument in item.arguments or ()],
             )
             for name, item in zip(names, items, strict=True)
         ]
 
-    async def _entries(self, client: Client, method: str, field: str, model: type[_M], key: str) -> list[_M]:
-        """The entries of a listing that fit the SDK's ``model``; the others left out with a warning."""
+    async def _entries(self, client: Client, method: str, field: str, kind: type[_M], key: str) -> list[_M]:
+        """The entries of a listing that are a ``kind`` (``workers.entries``: as the SDK's model checks
+        them); the others left out with a warning."""
         warnings = self._warnings.setdefault(method, Warnings(self.server))
         warnings.begin()
         try:
             entries = await every_entry(method, field, self._pager(client), warnings)
         except ListingFailed as exc:
             raise CatalogError("SERVER_ERROR", str(exc)) from None
-        items = models_of(method, entries, model, key, warnings)
+        items = entries_of(method, entries, kind, key, warnings)
         warnings.done()
         return items
 
@@ -251,13 +246,6 @@ def _prompt_arguments(raw: msgspec.Raw) -> dict[str, str]:
     if wrong:
         raise CatalogError("INVALID_ARGUMENTS", f"prompt arguments must be strings: {', '.join(wrong)}")
     return arguments
-
-
-def _dump(model: Any) -> dict[str, Any] | None:
-    if model is None:
-        return None
-    dumped: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return dumped
 
 
 def to_resource_result(result: ReadResourceResult) -> ResourceResult:

@@ -2,7 +2,7 @@
 
 Above: the link, which hands each ``Interest`` to ``want``, and the session's message handler
 (``workers.session``), which hands the server's log messages to ``logged`` and its resource
-updates to ``updated``. Below: the worker's ``mcp.Client`` session.
+updates to ``updated``. Below: the session (``workers.lean``, or the SDK's ``mcp.Client``).
 
 ``Interest`` is declarative: it always says everything wanted. ``follow`` makes it so once the
 session is ready and again whenever it changes, doing only what differs from what it did before

@@ -2,9 +2,8 @@
 first time such a thing comes, never at start.
 
 Above: ``workers.lean`` (the server's own requests; a handshake answer its own decoder refused) and
-``workers.calls`` (a tool call whose result asks for input first). Below: ``mcp_types``, pydantic and
-two small parts of the SDK (its ``MCPError``, its ``input_required`` driver); nothing that starts a
-session.
+``workers.calls`` (a tool call whose result asks for input first). Below: ``mcp_types`` and pydantic,
+and nothing of the ``mcp`` package (importing any of it loads the SDK's whole client and server).
 
 What is done here is what the SDK's ``ClientSession`` does with the same messages:
 
@@ -16,8 +15,9 @@ What is done here is what the SDK's ``ClientSession`` does with the same message
   the params the SDK's request models dump, the result floored (``ttlMs``), checked against the
   negotiated version, a later revision's fields dropped, and validated by the model the SDK uses;
 - a result that asks for input (2026-07-28 ``input_required``, ``provide_input`` and the reads above):
-  the SDK's own driver runs its rounds, each request answered by the callbacks, each retry sent by
-  the worker.
+  its rounds run as the SDK's driver (``mcp.client._input_required``) runs them (every request of a
+  round answered at once, a refusal ending the call, a state-only round retried after a backoff,
+  at most ``MAX_INPUT_ROUNDS``), each retry sent by the worker.
 """
 
 from __future__ import annotations
@@ -28,12 +28,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from functools import cache
 from types import UnionType
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING, Any, Final, cast, get_args
 
 import mcp_types as types
 import msgspec
-from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
-from mcp.shared.exceptions import MCPError as SdkError
+import trio
 from mcp_types import methods as _methods
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -44,7 +43,19 @@ from workers.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METH
 if TYPE_CHECKING:
     from workers.lean import LeanClient
 
-__all__ = ["answer", "complete", "get_prompt", "initialize_values", "provide_input", "read_resource"]
+__all__ = [
+    "MAX_INPUT_ROUNDS",
+    "InputRequiredRoundsExceededError",
+    "answer",
+    "complete",
+    "get_prompt",
+    "initialize_values",
+    "provide_input",
+    "read_resource",
+]
+
+MAX_INPUT_ROUNDS: Final = 10  # the SDK's DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
+STATE_ONLY_BACKOFF: Final = (0.05, 0.25)  # seconds before retrying a state-only round: first, at most
 
 log = logging.getLogger("client")  # the SDK's session logs under this name
 
@@ -144,8 +155,6 @@ async def answer(
         return {"jsonrpc": "2.0", "id": request_id, "result": dumped}
     except MCPError as exc:
         return _error(request_id, exc.code, exc.message, exc.data)
-    except SdkError as exc:
-        return _error(request_id, exc.code, exc.message, exc.data)
     except ValidationError:
         return _error(request_id, INVALID_PARAMS, "Invalid request parameters", "")
     except Exception as exc:  # boundary: the dispatcher's, which answers code 0
@@ -193,9 +202,10 @@ async def _request(
     params: dict[str, Any],
     adapter: TypeAdapter[Any],
     progress: ProgressCallback | None = None,
+    trace: dict[str, str] | None = None,
 ) -> Any:
     """Send a request of the worker's; its result validated as ``ClientSession.send_request`` does."""
-    raw: dict[str, Any] = json.loads(bytes(await client.own.request(method, params, progress)))
+    raw: dict[str, Any] = json.loads(bytes(await client.own.request(method, params, progress, trace)))
     ttl = raw.get("ttlMs")
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
         raw["ttlMs"] = 0
@@ -207,17 +217,57 @@ async def _request(
     return adapter.validate_python(raw, by_name=False)
 
 
+class InputRequiredRoundsExceededError(RuntimeError):
+    """The server kept asking for input past ``MAX_INPUT_ROUNDS`` rounds (the SDK's error, and words)."""
+
+    def __init__(self, max_rounds: int) -> None:
+        super().__init__(
+            f"Server returned InputRequiredResult for more than {max_rounds} rounds; "
+            "raise input_required_max_rounds on the Client, or use "
+            "client.session.<method>(..., allow_input_required=True) to drive the loop manually."
+        )
+
+
 async def _finish(client: LeanClient, first: Any, retry: Callable[[Any, str | None], Awaitable[Any]]) -> Any:
-    """Run the SDK's driver on a result that asks for input; any other result as it is."""
-    if not isinstance(first, types.InputRequiredResult):
-        return first
+    """A result that asks for input, taken through its rounds (``run_input_required_driver``); any
+    other result as it is."""
+    rounds, delay = 0, STATE_ONLY_BACKOFF[0]
+    current = first
+    while isinstance(current, types.InputRequiredResult):
+        rounds += 1
+        if rounds > MAX_INPUT_ROUNDS:
+            raise InputRequiredRoundsExceededError(MAX_INPUT_ROUNDS)
+        responses: dict[str, Any] | None = None
+        if current.input_requests:
+            delay = STATE_ONLY_BACKOFF[0]
+            responses = await _answer_all(client, current.input_requests)
+        else:
+            await trio.sleep(delay)
+            delay = min(delay * 2, STATE_ONLY_BACKOFF[1])
+        current = await retry(responses, current.request_state)
+    return current
 
-    async def dispatch(key: str, request: Any) -> Any:
-        return await _dispatch(client, request)
 
-    return await run_input_required_driver(
-        first, dispatch=dispatch, retry=retry, max_rounds=DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
-    )
+async def _answer_all(client: LeanClient, requests: dict[str, Any]) -> dict[str, Any]:
+    """Every request of a round answered at once; the first refusal cancels the rest and ends the call."""
+    responses: dict[str, Any] = {}
+    refused: types.ErrorData | None = None
+
+    async def one(nursery: trio.Nursery, key: str, request: Any) -> None:
+        nonlocal refused
+        result = await _dispatch(client, request)
+        if isinstance(result, types.ErrorData):
+            refused = result
+            nursery.cancel_scope.cancel()
+        else:
+            responses[key] = result
+
+    async with trio.open_nursery() as nursery:
+        for key, request in requests.items():
+            nursery.start_soon(one, nursery, key, request)
+    if refused is not None:
+        raise MCPError(refused.code, refused.message, refused.data)
+    return responses
 
 
 def _params(model: BaseModel) -> dict[str, Any]:
@@ -262,14 +312,16 @@ async def provide_input(
     arguments: dict[str, Any],
     raw: msgspec.Raw,
     progress: ProgressCallback | None,
+    trace: dict[str, str] | None = None,
 ) -> types.CallToolResult:
-    """Finish a tool call whose first answer asks for input (the SDK's ``Client.call_tool`` rounds)."""
+    """Finish a tool call whose first answer asks for input (the SDK's ``Client.call_tool`` rounds);
+    each retry carries the call's progress token and trace context, as its first request did."""
     first = types.InputRequiredResult.model_validate_json(bytes(raw), by_name=False)
 
     async def retry(responses: Any, state: str | None) -> Any:
         params = types.CallToolRequestParams(
             name=tool, arguments=arguments, input_responses=responses, request_state=state
         )
-        return await _request(client, "tools/call", _params(params), _CallResult, progress)
+        return await _request(client, "tools/call", _params(params), _CallResult, progress, trace)
 
     return cast(types.CallToolResult, await _finish(client, first, retry))

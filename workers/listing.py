@@ -57,6 +57,7 @@ __all__ = [
     "every_entry",
     "list_tools",
     "models_of",
+    "named",
 ]
 
 log = logging.getLogger("mcp_supervisor.worker")
@@ -166,7 +167,7 @@ async def every_entry(method: str, field: str, pager: Pager, warnings: Warnings)
     return entries
 
 
-def _named(method: str, index: int, entry: Any, warnings: Warnings, key: str = "name") -> str | None:
+def named(method: str, index: int, entry: Any, warnings: Warnings, key: str = "name") -> str | None:
     """The entry's name (``key``), or None when the entry is left out (warned)."""
     if isinstance(entry, Undecodable):
         warnings.warn(f"{method} entry {index} left out: it does not decode: {entry.reason}")
@@ -196,7 +197,7 @@ async def list_tools(pager: Pager, warnings: Warnings, *, modern: bool = False) 
     tools: list[WorkerTool] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries, 1):
-        name = _named("tools/list", index, entry, warnings)
+        name = named("tools/list", index, entry, warnings)
         if name is None:
             continue
         if name in seen:
@@ -217,8 +218,10 @@ def _tool(name: str, entry: dict[str, Any], warnings: Warnings, modern: bool) ->
     elif isinstance(schema, dict) and "type" not in schema:
         schema = {"type": "object", **schema}
     problem = schema_problem(schema)
-    if problem is None and modern:
-        from mcp.shared.inbound import find_invalid_x_mcp_header  # a 2026-07-28 session's rule
+    if problem is None and modern and b'"x-mcp-header"' in msgspec.json.encode(schema):
+        # A 2026-07-28 session's rule, on the schemas that have the annotation at all: the SDK's check
+        # (which loads the SDK) runs only for them.
+        from mcp.shared.inbound import find_invalid_x_mcp_header
 
         if (reason := find_invalid_x_mcp_header(schema)) is not None:
             problem = f"inputSchema has an invalid x-mcp-header ({reason})"
@@ -259,7 +262,7 @@ def models_of(method: str, entries: list[Any], model: type[_M], key: str, warnin
 
     items: list[_M] = []
     for index, entry in enumerate(entries, 1):
-        name = _named(method, index, entry, warnings, key)
+        name = named(method, index, entry, warnings, key)
         if name is None:
             continue
         try:
