@@ -175,7 +175,7 @@ def serve(sock: socket.socket) -> int:
 def main(kind: str = "stdio") -> int:
     """``kind``: ``stdio`` or ``remote``, the workers this zygote forks (see the module)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle; EOF ends us
-    set_process_name("mcp-zygote" if kind == "stdio" else f"mcp-zygote-{kind}")
+    set_process_name("mcp-zygote" if kind == "stdio" else "mcp-zygote-http")  # 15 bytes at most
     sock = socket.socket(fileno=ZYGOTE_FD)
     preload(REMOTE_PRELOAD if kind == "remote" else PRELOAD)
     gc.collect()
