@@ -56,21 +56,52 @@ SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
 
 
-class ErrorObject(msgspec.Struct):
-    code: int
-    message: str
-    data: Any = None
-
-
 class Message(msgspec.Struct):
-    """A JSON-RPC message from the server, as the SDK's ``JSONRPCMessage`` accepts them."""
+    """A line from the server, decoded as far as routing needs; ``kind`` says what the SDK's
+    ``JSONRPCMessage`` (a union of request, notification, response and error, extra fields ignored)
+    takes it for: the first of the four it fits, or None."""
 
     jsonrpc: str
-    id: int | str | msgspec.UnsetType | None = msgspec.UNSET
-    method: str | msgspec.UnsetType = msgspec.UNSET
-    params: dict[str, Any] | None = None
-    result: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
-    error: ErrorObject | msgspec.UnsetType = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    params: Any = None
+    result: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+
+    def kind(self) -> Literal["request", "notification", "response", "error"] | None:
+        if self.jsonrpc != "2.0":
+            return None
+        if isinstance(self.method, str) and (self.params is None or type(self.params) is dict):
+            return "request" if _request_id(self.id) else "notification"
+        if _request_id(self.id) and type(self.result) is dict:
+            return "response"
+        if (self.id is None or _request_id(self.id)) and _error_object(self.error):
+            return "error"
+        return None
+
+
+def _request_id(value: Any) -> bool:
+    """A JSON-RPC id as the SDK's ``RequestId`` takes one (strictly: an integer or a string)."""
+    return type(value) is int or type(value) is str
+
+
+def _error_object(value: Any) -> bool:
+    """An error object as the SDK's ``ErrorData`` takes one (its ``code`` as pydantic's lax ``int``)."""
+    return type(value) is dict and type(value.get("message")) is str and _lax_int(value.get("code"))
+
+
+def _lax_int(value: Any) -> bool:
+    if isinstance(value, int):  # a bool too
+        return True
+    if isinstance(value, float):
+        return value.is_integer() and abs(value) < 2**63
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text).is_integer() if "." in text else isinstance(int(text, 10), int)
+        except ValueError:
+            return False
+    return False
 
 
 class _Flag(msgspec.Struct, rename="camel"):

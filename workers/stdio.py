@@ -198,7 +198,6 @@ class StdioServer:
                         log.warning("server wrote a stdout line over %d bytes; dropping it", MAX_LINE)
                         buffer.clear()
                         dropping = True
-                await trio.lowlevel.checkpoint()  # what the lines woke runs before the next read
         finally:
             self.hung_up = self.hung_up or not self._stopping
             self.own.close()

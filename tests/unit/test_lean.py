@@ -281,9 +281,11 @@ def test_a_line_is_a_message_exactly_when_the_sdk_takes_it_for_one(line: bytes) 
 
 _keys = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "code", "message", "data"])
 _atoms = st.one_of(
-    st.sampled_from(["2.0", "1.0", "ping", "x", 0, 1, -1, None, True, 1.5, "id"]),
+    st.sampled_from(["2.0", "1.0", "ping", "x", 0, 1, -1, None, True, 1.5, 1.0, "1", " 2 ", "1.0", "id", []]),
     st.dictionaries(
-        st.sampled_from(["code", "message", "data"]), st.sampled_from([1, "m", None, 1.5]), max_size=3
+        st.sampled_from(["code", "message", "data"]),
+        st.sampled_from([1, "m", None, 1.5, 2.0, True, "3", "x", []]),
+        max_size=3,
     ),
     st.just({}),
 )
@@ -291,7 +293,7 @@ _message_like = st.dictionaries(_keys, _atoms, max_size=6)
 
 
 @given(_message_like)
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_message_like_objects_are_taken_exactly_when_the_sdk_takes_them(message: dict[str, Any]) -> None:
     line = json.dumps(message).encode()
     assert _taken(line) == _sdk_takes(line), line
@@ -306,3 +308,14 @@ def test_no_line_raises_out_of_the_client(line: bytes) -> None:
 def test_the_errors_read_as_the_sdks() -> None:
     error = MCPError(-32602, "bad", {"x": 1})
     assert (str(error), error.code, error.data, type(error).__name__) == ("bad", -32602, {"x": 1}, "MCPError")
+
+
+async def test_a_2026_session_refuses_a_ping_as_the_sdk_does() -> None:
+    server = FakeServer()
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            client = client_for(server, nursery)
+            client.protocol_version = "2026-07-28"
+            assert client.receive(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    [answer] = [json.loads(line) for line in server.lines]
+    assert answer["error"] == {"code": -32601, "message": "Method not found", "data": "ping"}
