@@ -5,17 +5,21 @@ answers those that arise in its own call (``workers.asking`` tells whose call as
 answered by the config:
 
 - ``roots/list``: the server's ``roots`` from the config. Without any, roots are
-  not offered, and the SDK answers the request with an error.
+  not offered, and the request is refused as the SDK refuses it ("List roots not supported").
 - ``elicitation/create``: declined, with a warning naming the server's message.
   With ``"elicitation": "defaults"``, a form is accepted filled with the defaults
   its schema gives, when every required field has one (else it is declined).
   A URL-mode elicitation (open this page) is always declined.
-- ``sampling/createMessage``: not offered, so the SDK refuses it ("Sampling not
+- ``sampling/createMessage``: not offered, so it is refused as the SDK refuses it ("Sampling not
   supported"), unless the server has a ``sampling`` program or ``"sampling": "caller"`` (refused
   when no caller answers it). That program gets
   the request's params as JSON on stdin and must print a ``CreateMessageResult``
   as JSON on stdout within its ``timeout``; anything else is refused with an
   error naming what went wrong.
+
+The callbacks (``client_options``) are handed to the SDK's ``mcp.Client`` on a remote server, and
+called by ``workers.lean_sdk`` on a stdio one; either way they take and give the SDK's models, which
+this module imports only when a request comes.
 """
 
 from __future__ import annotations

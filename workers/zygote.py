@@ -48,6 +48,8 @@ import sys
 import traceback
 from typing import Final, NoReturn
 
+import msgspec
+
 from supervisor.shared.boot import WorkerExit
 from supervisor.shared.processes import merge_identical_pages, set_process_name
 
@@ -85,6 +87,36 @@ def preload(names: tuple[str, ...] = PRELOAD) -> None:
     for name in names:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+
+
+def warm() -> None:
+    """Run, once, what every worker runs on every server: checking a tool's schema and arguments,
+    decoding the server's lines and results, encoding what goes to the supervisor. What that
+    creates once (caches, compiled patterns) and the bytecode CPython specialises as it runs are
+    then the zygote's, shared, instead of each worker's own copy."""
+    from supervisor.protocol import InvokeResult, ToolResult, encode
+    from supervisor.shared.schemas import schema_problem, validator
+    from workers.listing import _page_of
+    from workers.messages import decode_message
+    from workers.results import decode_tool_result
+    from workers.values import decode_arguments, json_problem
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    for _ in range(10):  # past the interpreter's threshold for specialising bytecode
+        schema_problem(schema)
+        check = validator(dict(schema))
+        assert check is not None
+        check.is_valid({"text": "x"})
+        list(check.iter_errors({"text": 1}))
+        decode_message(
+            b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1}}'
+        )
+        _page_of(msgspec.Raw(b'{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}'), "tools")
+        json_problem({"name": "t", "inputSchema": schema}, 64, "its fields")
+        result = decode_tool_result(b'{"content":[{"type":"text","text":"x"}],"isError":false}')
+        assert result is not None
+        encode(InvokeResult(call=1, result=msgspec.Raw(encode(ToolResult(content=[], text="")))))
+        decode_arguments(msgspec.msgpack.encode({"text": "x"}))
 
 
 def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
@@ -178,6 +210,7 @@ def main(kind: str = "stdio") -> int:
     set_process_name("mcp-zygote" if kind == "stdio" else "mcp-zygote-http")  # 15 bytes at most
     sock = socket.socket(fileno=ZYGOTE_FD)
     preload(REMOTE_PRELOAD if kind == "remote" else PRELOAD)
+    warm()
     gc.collect()
     gc.freeze()  # everything imported so far lives in the shared pages; the collector leaves it alone
     merge_identical_pages()  # inherited by every fork: the pages workers copy alike are folded back into one
