@@ -256,7 +256,7 @@ class LeanClient:
         self, *, tools_list_changed: bool = False, resource_subscriptions: Sequence[str] = ()
     ) -> AbstractAsyncContextManager[Subscription]:
         """One ``subscriptions/listen`` stream (2026-07-28), as the SDK's ``listen`` opens it."""
-        return listen(self, self._routes, tools_list_changed, resource_subscriptions)
+        return listen(self, self._routes, self._tasks, tools_list_changed, resource_subscriptions)
 
     # ------------------------------------------------------------ what the server sends
 

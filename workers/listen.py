@@ -131,10 +131,12 @@ class Subscription:
 async def listen(
     client: LeanClient,
     routes: dict[str, Route],
+    tasks: trio.Nursery,
     tools_list_changed: bool = False,
     resource_subscriptions: Sequence[str] = (),
 ) -> AsyncIterator[Subscription]:
-    """One ``subscriptions/listen`` stream (2026-07-28), as the SDK's ``listen`` opens it."""
+    """One ``subscriptions/listen`` stream (2026-07-28), as the SDK's ``listen`` opens it: its request
+    runs in ``tasks`` (the client's), so what the stream raises reaches the caller as it is."""
     if not client.modern:
         raise ListenNotSupportedError(
             f"subscriptions/listen is not available at protocol version {client.protocol_version!r}"
@@ -146,28 +148,29 @@ async def listen(
         wanted["resourceSubscriptions"] = list(resource_subscriptions)
     request_id = f"listen-{next(_listen_ids)}"
     route = routes[request_id] = Route()
+    driver = trio.CancelScope()
 
     async def drive() -> None:
-        try:
-            await client.own.request("subscriptions/listen", {"notifications": wanted}, request_id=request_id)
-        except MCPError as error:
-            route.settle("lost", error)
-            return
-        route.set_acked({})  # a result, whatever its body, is the graceful close
-        route.settle("graceful")
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(drive)
+        with driver:
             try:
-                await route.acked.wait()
-                if route.honored is None:
-                    if route.error is not None:
-                        raise route.error
-                    raise SubscriptionLost(f"subscription {request_id!r} ended before it was acknowledged")
-                yield Subscription(route, request_id)
-            finally:
-                route.settle("local")
-                nursery.cancel_scope.cancel()
+                await client.own.request(
+                    "subscriptions/listen", {"notifications": wanted}, request_id=request_id
+                )
+            except MCPError as error:
+                route.settle("lost", error)
+                return
+            route.set_acked({})  # a result, whatever its body, is the graceful close
+            route.settle("graceful")
+
+    tasks.start_soon(drive)
+    try:
+        await route.acked.wait()
+        if route.honored is None:
+            if route.error is not None:
+                raise route.error
+            raise SubscriptionLost(f"subscription {request_id!r} ended before it was acknowledged")
+        yield Subscription(route, request_id)
     finally:
+        route.settle("local")
+        driver.cancel()  # the request, abandoned, is cancelled (``notifications/cancelled``)
         routes.pop(request_id, None)

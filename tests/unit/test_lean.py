@@ -319,3 +319,61 @@ async def test_a_2026_session_refuses_a_ping_as_the_sdk_does() -> None:
             assert client.receive(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
     [answer] = [json.loads(line) for line in server.lines]
     assert answer["error"] == {"code": -32601, "message": "Method not found", "data": "ping"}
+
+
+async def test_a_listen_stream_yields_its_events_and_ends_as_the_server_says() -> None:
+    server = FakeServer()
+    seen: list[Any] = []
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            client = client_for(server, nursery)
+            client.protocol_version = "2026-07-28"
+
+            async def consume() -> None:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    async for event in subscription:
+                        seen.append(event)
+
+            nursery.start_soon(consume)
+            request = await server.next_request()
+            assert request["method"] == "subscriptions/listen" and request["id"].startswith("listen-")
+            assert request["params"]["notifications"] == {"toolsListChanged": True}
+            stamp = {"io.modelcontextprotocol/subscriptionId": request["id"]}
+            ack = {"notifications": {"toolsListChanged": True}, "_meta": stamp}
+            client.receive(
+                json.dumps(
+                    {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": ack}
+                ).encode()
+            )
+            changed = {
+                "jsonrpc": "2.0",
+                "method": "notifications/tools/list_changed",
+                "params": {"_meta": stamp},
+            }
+            client.receive(json.dumps(changed).encode())
+            await trio.testing.wait_all_tasks_blocked()
+            server.answer(request, result={})  # the graceful close
+    assert [type(event).__name__ for event in seen] == ["ListChanged"]
+
+
+async def test_a_lost_listen_stream_raises_subscription_lost_itself() -> None:
+    server = FakeServer()
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            client = client_for(server, nursery)
+            client.protocol_version = "2026-07-28"
+            outcome: list[BaseException] = []
+
+            async def consume() -> None:
+                try:
+                    async with client.listen(tools_list_changed=True) as subscription:
+                        async for _ in subscription:
+                            pass
+                except Exception as exc:
+                    outcome.append(exc)
+
+            nursery.start_soon(consume)
+            request = await server.next_request()
+            server.answer(request, error={"code": -32601, "message": "Method not found"})
+    [error] = outcome
+    assert isinstance(error, MCPError) and error.code == -32601
