@@ -1,7 +1,8 @@
 """``python -m workers NAME``: a worker process, started by the supervisor (the name is for ``ps``).
 
-``python -m workers --zygote``: the pre-imported process the supervisor forks workers from
-(``workers.zygote``). Both argvs are ``supervisor.shared.boot``'s (``worker_argv``, ``zygote_argv``).
+``python -m workers --zygote [remote]``: the pre-imported process the supervisor forks stdio (remote)
+workers from (``workers.zygote``). Both argvs are ``supervisor.shared.boot``'s (``worker_argv``,
+``zygote_argv``).
 """
 
 import os
@@ -9,10 +10,10 @@ import sys
 
 from supervisor.shared.boot import ZYGOTE_FLAG
 
-if sys.argv[1:] == [ZYGOTE_FLAG]:
-    from workers.zygote import main
+if sys.argv[1:2] == [ZYGOTE_FLAG] and sys.argv[2:] in ([], ["remote"]):
+    from workers import zygote
 
-    sys.exit(main())
+    sys.exit(zygote.main(*sys.argv[2:]))
 else:
     from workers.worker import main
 

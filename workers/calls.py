@@ -13,7 +13,7 @@ A call's arguments are decoded totally (``workers.values``) and checked against 
 its budget the caller gets ``TIMEOUT`` and the server is sent ``notifications/cancelled``. A call
 that asks for progress gets the server's notifications as ``InvokeProgress`` (coalesced by
 ``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
-finished by the session's callbacks (``_provide_input``).
+finished by the worker's callbacks, in rounds as the SDK runs them (``workers.lean_sdk.provide_input``).
 
 While tracing (``supervisor.shared.tracing.on``), an ``Invoke`` whose trace is sampled is served in one
 span ``tools/call TOOL``, child of the supervisor's span, with the call's outcome, and its context goes
@@ -30,26 +30,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
-import httpx2
 import jsonschema.exceptions
 import jsonschema.protocols
 import msgspec
 import referencing.exceptions
 import trio
-from mcp import Client
-from mcp.client.session import ClientRequestContext
-from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CONNECTION_CLOSED,
-    INVALID_PARAMS,
-    CallToolResult,
-    ErrorData,
-    InputRequiredResult,
-    InputResponses,
-)
-from pydantic import ValidationError
 
 from supervisor.protocol import (
     Abort,
@@ -69,6 +56,7 @@ from supervisor.shared import tracing
 from supervisor.shared.schemas import validator
 from workers.asking import CURRENT_CALL, Asking, Running
 from workers.catalog import Catalog, CatalogError
+from workers.errors import CONNECTION_CLOSED, INVALID_PARAMS, http_error, invalid_result, rpc_error
 from workers.interest import Interests
 from workers.progress import ProgressRelay
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
@@ -80,8 +68,7 @@ __all__ = ["Calls"]
 
 log = logging.getLogger("mcp_supervisor.worker")
 
-STATE_ONLY_RETRY: Final = 0.05  # seconds before retrying a call the server answered with state only
-
+Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
 Validators = dict[str, jsonschema.protocols.Validator | None]
 _C = TypeVar("_C", Invoke, Fetch)
 
@@ -263,9 +250,10 @@ class Calls:
 
         raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold, trace)
         result = decode_tool_result(raw)
-        if result is None:  # the server asks for input first: the session's callbacks answer
-            with tracing.joined(trace):
-                return to_tool_result(await _provide_input(client, tool, arguments, raw, relay))
+        if result is None:  # the server asks for input first: the worker's callbacks answer
+            from workers import lean_sdk
+
+            return to_tool_result(await lean_sdk.provide_input(client, tool, arguments, raw, hold, trace))
         return result
 
     def _check_output(self, tool: str, result: ToolResult) -> None:
@@ -343,21 +331,23 @@ class Calls:
                 )
         except CatalogError as exc:
             return fail(exc.code, exc.message)
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                # The session is gone: end the worker; the supervisor fails this call
-                # (WORKER_CRASHED with the server's last stderr lines, or SERVER_ERROR for a remote one).
-                return await self._lost(during)
-            code = invalid_params if exc.code == INVALID_PARAMS else "SERVER_ERROR"
-            return fail(code, f"{what}: {exc} (JSON-RPC error {exc.code})")
-        except (ValidationError, InvalidResult) as exc:
+        except InvalidResult as exc:
             return fail("SERVER_ERROR", f"{what} returned an invalid result: {exc}")
         except OverflowError:  # msgspec, encoding what the server sent for the supervisor
             why = "an integer that does not fit in 64 bits (the wire carries no larger)"
             return fail("SERVER_ERROR", f"{what} returned an invalid result: {why}")
-        except httpx2.HTTPError as exc:
-            return fail("SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
         except Exception as exc:  # boundary: one request's failure must not end the worker
+            if (error := rpc_error(exc)) is not None:
+                if error.code == CONNECTION_CLOSED:
+                    # The session is gone: end the worker; the supervisor fails this call
+                    # (WORKER_CRASHED with the server's last stderr lines, or SERVER_ERROR for a remote one).
+                    return await self._lost(during)
+                code = invalid_params if error.code == INVALID_PARAMS else "SERVER_ERROR"
+                return fail(code, f"{what}: {error} (JSON-RPC error {error.code})")
+            if invalid_result(exc):  # a result that does not fit the SDK's model
+                return fail("SERVER_ERROR", f"{what} returned an invalid result: {exc}")
+            if http_error(exc):
+                return fail("SERVER_ERROR", f"{what}: HTTP: {type(exc).__name__}: {exc}")
             log.exception("%s failed", what)
             return fail("INTERNAL", f"{what}: {type(exc).__name__}: {exc}")
         if not running.aborted:
@@ -375,26 +365,3 @@ class Calls:
                 link.send(InvokeProgress(call=call, progress=progress, total=total, message=message))
 
         return ProgressRelay(send)
-
-
-async def _provide_input(
-    client: Client, tool: str, arguments: dict[str, Any], raw: msgspec.Raw, relay: ProgressRelay | None
-) -> CallToolResult:
-    """Finish a call whose first answer asks for input (2026-07-28): answer that round's requests through
-    the session's callbacks, then the session retries with the answers (and runs any further rounds)."""
-    first = InputRequiredResult.model_validate_json(bytes(raw), by_name=False)
-    responses: InputResponses | None = None
-    if first.input_requests:
-        responses = {}
-        for key, request in first.input_requests.items():
-            meta = request.params.meta if request.params is not None else None
-            context = ClientRequestContext(session=client.session, request_id=key, meta=meta)
-            answer = await client.session.dispatch_input_request(context, request)
-            if isinstance(answer, ErrorData):
-                raise MCPError.from_error_data(answer)
-            responses[key] = answer
-    else:
-        await trio.sleep(STATE_ONLY_RETRY)
-    return await client.call_tool(
-        tool, arguments, progress_callback=relay, input_responses=responses, request_state=first.request_state
-    )

@@ -2,7 +2,10 @@
 argument completions.
 
 Above: ``workers.calls``, which runs each ``Fetch`` under its budget and maps the SDK's
-errors to codes. Below: the worker's ``mcp.Client`` session.
+errors to codes. Below: the worker's session (``workers.lean``, or the SDK's ``mcp.Client``), whose
+reads, prompts and completions come back as the SDK's models. Those models (and pydantic) are
+imported when the first such request is served, not before: a worker that serves none never loads
+them.
 
 Listings are read by ``workers.listing`` (every page, entry by entry: one bad entry is left out
 with a warning, the rest served) and come back as the wire's ``ResourceInfo`` /
@@ -15,20 +18,9 @@ says so, without asking the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, assert_never
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, assert_never
 
 import msgspec
-import pydantic
-from mcp import Client
-from mcp_types import (
-    GetPromptResult,
-    Prompt,
-    PromptReference,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    ResourceTemplateReference,
-)
 
 from supervisor.protocol import (
     Completion,
@@ -42,13 +34,19 @@ from supervisor.protocol import (
 )
 from supervisor.shared.content import EMPTY_TEXT, base64_size, render_text
 from supervisor.shared.names import prefixed_names
-from workers.listing import ListingFailed, Pager, Warnings, every_entry, models_of
+from workers.entries import Prompt, Resource, ResourceTemplate, dump, entries_of
+from workers.listing import ListingFailed, Pager, Warnings, every_entry
 from workers.values import InvalidArguments, decode_arguments
+
+if TYPE_CHECKING:
+    from mcp_types import GetPromptResult, ReadResourceResult
+
+Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
 
 __all__ = ["Catalog", "CatalogError", "render_contents"]
 
 Entry = ResourceInfo | ResourceTemplateInfo | PromptInfo
-_M = TypeVar("_M", bound=pydantic.BaseModel)
+_M = TypeVar("_M", Resource, ResourceTemplate, Prompt)
 
 
 class CatalogError(Exception):
@@ -106,7 +104,7 @@ class Catalog:
                 description=item.description or "",
                 mime_type=item.mime_type,
                 size=item.size,
-                annotations=_dump(item.annotations),
+                annotations=dump(item.annotations),
             )
             for item in items
         ]
@@ -125,7 +123,7 @@ class Catalog:
                 title=item.title,
                 description=item.description or "",
                 mime_type=item.mime_type,
-                annotations=_dump(item.annotations),
+                annotations=dump(item.annotations),
             )
             for item in items
         ]
@@ -143,20 +141,21 @@ class Catalog:
                 original_name=item.name,
                 title=item.title,
                 description=item.description or "",
-                arguments=[_dump(argument) or {} for argument in item.arguments or ()],
+                arguments=[dump(argument) or {} for argument in item.arguments or ()],
             )
             for name, item in zip(names, items, strict=True)
         ]
 
-    async def _entries(self, client: Client, method: str, field: str, model: type[_M], key: str) -> list[_M]:
-        """The entries of a listing that fit the SDK's ``model``; the others left out with a warning."""
+    async def _entries(self, client: Client, method: str, field: str, kind: type[_M], key: str) -> list[_M]:
+        """The entries of a listing that are a ``kind`` (``workers.entries``: as the SDK's model checks
+        them); the others left out with a warning."""
         warnings = self._warnings.setdefault(method, Warnings(self.server))
         warnings.begin()
         try:
             entries = await every_entry(method, field, self._pager(client), warnings)
         except ListingFailed as exc:
             raise CatalogError("SERVER_ERROR", str(exc)) from None
-        items = models_of(method, entries, model, key, warnings)
+        items = entries_of(method, entries, kind, key, warnings)
         warnings.done()
         return items
 
@@ -183,6 +182,8 @@ class Catalog:
             wanted = msgspec.msgpack.decode(params, type=_CompleteParams)
         except msgspec.DecodeError as exc:
             raise CatalogError("INVALID_ARGUMENTS", f"completion/complete: {exc}") from None
+        from mcp_types import PromptReference, ResourceTemplateReference
+
         ref: PromptReference | ResourceTemplateReference
         if wanted.ref.type == "ref/prompt":
             if not wanted.ref.name:
@@ -245,13 +246,6 @@ def _prompt_arguments(raw: msgspec.Raw) -> dict[str, str]:
     if wrong:
         raise CatalogError("INVALID_ARGUMENTS", f"prompt arguments must be strings: {', '.join(wrong)}")
     return arguments
-
-
-def _dump(model: Any) -> dict[str, Any] | None:
-    if model is None:
-        return None
-    dumped: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return dumped
 
 
 def to_resource_result(result: ReadResourceResult) -> ResourceResult:

@@ -2,7 +2,7 @@
 
 Above: the link, which hands each ``Interest`` to ``want``, and the session's message handler
 (``workers.session``), which hands the server's log messages to ``logged`` and its resource
-updates to ``updated``. Below: the worker's ``mcp.Client`` session.
+updates to ``updated``. Below: the session (``workers.lean``, or the SDK's ``mcp.Client``).
 
 ``Interest`` is declarative: it always says everything wanted. ``follow`` makes it so once the
 session is ready and again whenever it changes, doing only what differs from what it did before
@@ -18,21 +18,30 @@ The server's log messages go on to the supervisor as ``Logged`` through a token 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 import trio
-from mcp import Client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import LoggingMessageNotification
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.protocol import LOG_BURST, LOG_RATE, MAX_LOG_DATA, Interest, Logged, Updated, WorkerEvent
+from workers.errors import listen_unsupported, quiet_deprecations, rpc_error, subscription_lost
+from workers.lean import MODERN_PROTOCOL_VERSIONS
 from workers.ratelimit import RateLimit
+
+Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
+
+
+class LogParams(Protocol):
+    """A log message's params: ``workers.lean.LogMessage``, or the SDK's model of them."""
+
+    @property
+    def level(self) -> str: ...
+    @property
+    def logger(self) -> str | None: ...
+    @property
+    def data(self) -> Any: ...
+
 
 __all__ = ["APPLY_TIMEOUT", "Interests"]
 
@@ -86,11 +95,12 @@ class Interests:
             log.debug("log level %s not set: the server has no logging capability", level)
             return
         try:
-            with trio.fail_after(APPLY_TIMEOUT), warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)  # only the 2026-07-28 era lacks it
-                await client.session.set_logging_level(level)  # type: ignore[arg-type]
+            with trio.fail_after(APPLY_TIMEOUT), quiet_deprecations():  # only the 2026-07-28 era lacks it
+                await client.session.set_logging_level(level)
             log.debug("log level set to %s", level)
-        except (MCPError, trio.TooSlowError, OSError) as exc:
+        except Exception as exc:
+            if not (rpc_error(exc) or isinstance(exc, trio.TooSlowError | OSError)):
+                raise
             log.warning("the server did not take log level %s: %s", level, exc or "timed out")
 
     async def _subscribe(self, client: Client, uris: frozenset[str]) -> None:
@@ -111,10 +121,11 @@ class Interests:
     async def _request(request: Callable[[str], Awaitable[Any]], method: str, uri: str) -> None:
         log.debug("%s %s", method, uri)
         try:
-            with trio.fail_after(APPLY_TIMEOUT), warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)  # only the 2026-07-28 era lacks it
+            with trio.fail_after(APPLY_TIMEOUT), quiet_deprecations():  # only the 2026-07-28 era lacks it
                 await request(uri)
-        except (MCPError, trio.TooSlowError, OSError) as exc:
+        except Exception as exc:
+            if not (rpc_error(exc) or isinstance(exc, trio.TooSlowError | OSError)):
+                raise
             log.warning("%s %s: %s", method, uri, exc or "timed out")
 
     async def _listen(
@@ -127,25 +138,26 @@ class Interests:
                 try:
                     async with client.listen(resource_subscriptions=sorted(uris)) as subscription:
                         async for event in subscription:
-                            if isinstance(event, ResourceUpdated):
-                                self.updated(event.uri)
+                            if isinstance(uri := getattr(event, "uri", None), str):  # a resource's update
+                                self.updated(uri)
                     return  # closed in order: the server sends no more
-                except ListenNotSupportedError:
-                    return
-                except (SubscriptionLost, MCPError, TimeoutError) as exc:
+                except Exception as exc:
+                    if listen_unsupported(exc):
+                        return
+                    if not (subscription_lost(exc) or rpc_error(exc) or isinstance(exc, TimeoutError)):
+                        raise
                     log.warning("resource subscription lost (%s); listening again in %g s", exc, LISTEN_RETRY)
                 await trio.sleep(LISTEN_RETRY)
 
     # ------------------------------------------------------------ what the server says
 
-    def logged(self, message: LoggingMessageNotification) -> None:
-        """A log message of the server: on to the supervisor, if the bucket allows."""
+    def logged(self, params: LogParams) -> None:
+        """A log message of the server (its params): on to the supervisor, if the bucket allows."""
         if not self._logs.allow():
             return
         dropped = self._logs.take_dropped()
         if dropped:
             log.warning("%d log messages of the server dropped (over %g a second)", dropped, LOG_RATE)
-        params = message.params
         self._send(Logged(level=params.level, logger=params.logger or "", data=_data(params.data)))
 
     def updated(self, uri: str) -> None:

@@ -36,15 +36,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
-import pydantic
-from mcp.shared.inbound import find_invalid_x_mcp_header
 
 from supervisor.protocol import WorkerTool, total_decoder
 from supervisor.shared.schemas import json_schema_problem, schema_problem
 from workers.values import json_problem
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = [
     "MAX_ENTRY_DEPTH",
@@ -56,6 +57,7 @@ __all__ = [
     "every_entry",
     "list_tools",
     "models_of",
+    "named",
 ]
 
 log = logging.getLogger("mcp_supervisor.worker")
@@ -65,7 +67,7 @@ MAX_ENTRY_DEPTH: Final = 64  # levels of objects and arrays in one entry; jsonsc
 NO_ARGUMENTS: Final = {"type": "object", "properties": {}}  # a tool that declares no arguments
 
 Pager = Callable[[str, dict[str, Any]], Awaitable[Any]]  # (method, params) -> JSON values, or msgspec.Raw
-_M = TypeVar("_M", bound=pydantic.BaseModel)
+_M = TypeVar("_M", bound="pydantic.BaseModel")
 _T = TypeVar("_T")
 
 
@@ -165,7 +167,7 @@ async def every_entry(method: str, field: str, pager: Pager, warnings: Warnings)
     return entries
 
 
-def _named(method: str, index: int, entry: Any, warnings: Warnings, key: str = "name") -> str | None:
+def named(method: str, index: int, entry: Any, warnings: Warnings, key: str = "name") -> str | None:
     """The entry's name (``key``), or None when the entry is left out (warned)."""
     if isinstance(entry, Undecodable):
         warnings.warn(f"{method} entry {index} left out: it does not decode: {entry.reason}")
@@ -195,7 +197,7 @@ async def list_tools(pager: Pager, warnings: Warnings, *, modern: bool = False) 
     tools: list[WorkerTool] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries, 1):
-        name = _named("tools/list", index, entry, warnings)
+        name = named("tools/list", index, entry, warnings)
         if name is None:
             continue
         if name in seen:
@@ -216,8 +218,13 @@ def _tool(name: str, entry: dict[str, Any], warnings: Warnings, modern: bool) ->
     elif isinstance(schema, dict) and "type" not in schema:
         schema = {"type": "object", **schema}
     problem = schema_problem(schema)
-    if problem is None and modern and (reason := find_invalid_x_mcp_header(schema)) is not None:
-        problem = f"inputSchema has an invalid x-mcp-header ({reason})"
+    if problem is None and modern and b'"x-mcp-header"' in msgspec.json.encode(schema):
+        # A 2026-07-28 session's rule, on the schemas that have the annotation at all: the SDK's check
+        # (which loads the SDK) runs only for them.
+        from mcp.shared.inbound import find_invalid_x_mcp_header
+
+        if (reason := find_invalid_x_mcp_header(schema)) is not None:
+            problem = f"inputSchema has an invalid x-mcp-header ({reason})"
     if problem is not None:
         warnings.warn(f"tool {name!r} left out: {problem}")
         return None
@@ -251,9 +258,11 @@ def _optional(name: str, entry: dict[str, Any], field: str, kind: type[_T], warn
 
 def models_of(method: str, entries: list[Any], model: type[_M], key: str, warnings: Warnings) -> list[_M]:
     """The entries that fit ``model`` (the SDK's model of one, e.g. ``Prompt``); the rest left out, warned."""
+    import pydantic
+
     items: list[_M] = []
     for index, entry in enumerate(entries, 1):
-        name = _named(method, index, entry, warnings, key)
+        name = named(method, index, entry, warnings, key)
         if name is None:
             continue
         try:

@@ -21,12 +21,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-import mcp_types as types
 import msgspec
 import trio
-from mcp.shared.exceptions import MCPError
 
 from supervisor.protocol import ProgressCallback, total_decoder
+from workers.errors import CONNECTION_CLOSED, INTERNAL_ERROR, MCPError
 
 __all__ = ["OWN_IDS", "OwnRequests"]
 
@@ -89,7 +88,7 @@ class OwnRequests:
 
     def __init__(self, write: Write) -> None:
         self._write = write
-        self._pending: dict[int, _Pending] = {}  # the worker's own requests by id
+        self._pending: dict[int | str, _Pending] = {}  # the worker's own requests by id
         self._last_id = OWN_IDS
         self._closed = False  # the server's stdout has ended: no answer will come
         self.envelope: dict[str, Any] | None = None  # ``_meta`` for our requests (``workers.sdk.envelope``)
@@ -100,6 +99,9 @@ class OwnRequests:
         params: dict[str, Any],
         progress: ProgressCallback | None = None,
         trace: Mapping[str, str] | None = None,
+        *,
+        request_id: str | None = None,
+        cancel_on_abandon: bool = True,
     ) -> msgspec.Raw:
         """Send a request of the worker's own and return its result as raw JSON.
 
@@ -109,28 +111,38 @@ class OwnRequests:
         to ``progress`` as they are read, so all of them before the answer; ``trace`` adds the
         entries that carry the trace context (``traceparent``, ``tracestate``: see
         ``supervisor.shared.tracing.serve``). A JSON-RPC error, or the server's stdout ending first,
-        raises ``MCPError``, as the session's requests do.
-        Cancelled, it sends the server ``notifications/cancelled``.
+        raises ``MCPError`` (``workers.errors``). Cancelled, it sends the server
+        ``notifications/cancelled``, unless ``cancel_on_abandon`` is False (the handshake's requests,
+        which the spec forbids to cancel). ``request_id``: a string id of the caller's choosing
+        (``subscriptions/listen``'s), else the next number above ``OWN_IDS``. Empty params are left out,
+        as the SDK leaves them.
         """
         if self._closed:
-            raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
-        self._last_id += 1
-        request_id = self._last_id
+            raise MCPError(CONNECTION_CLOSED, "Connection closed")
+        if request_id is None:
+            self._last_id += 1
+            key: int | str = self._last_id
+        elif request_id in self._pending:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        else:
+            key = request_id
         meta = self.envelope
         if progress is not None:
-            meta = {**(meta or {}), "progressToken": request_id}
+            meta = {**(meta or {}), "progressToken": key}
         if trace:
             meta = {**(meta or {}), **trace}
         if meta is not None:
             params = {**params, "_meta": meta}
-        pending = self._pending[request_id] = _Pending(progress)
-        line = _encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        self._write(line, at_once=len(self._pending) == 1)
+        pending = self._pending[key] = _Pending(progress)
+        message = {"jsonrpc": "2.0", "id": key, "method": method, "params": params}
+        if not params:
+            del message["params"]
+        self._write(_encode(message), at_once=len(self._pending) == 1)
         try:
             await pending.answered.wait()
         finally:
-            if self._pending.pop(request_id, None) is not None:  # abandoned before its answer
-                cancel = {"requestId": request_id, "reason": "caller cancelled"}
+            if self._pending.pop(key, None) is not None and cancel_on_abandon:  # abandoned before its answer
+                cancel = {"requestId": key, "reason": "caller cancelled"}
                 self._write(
                     _encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
                 )
@@ -149,10 +161,13 @@ class OwnRequests:
             pending = self._pending.pop(own, None) if (own := _answer_id(line)) is not None else None
             if pending is None:
                 return False
-            pending.error = MCPError(types.INTERNAL_ERROR, f"the server's answer does not decode: {exc}")
+            pending.error = MCPError(INTERNAL_ERROR, f"the server's answer does not decode: {exc}")
             pending.answered.set()
             return True
-        if isinstance(head.id, int) and head.id > OWN_IDS and head.method is None:
+        if head.method is None and (
+            (isinstance(head.id, int) and head.id > OWN_IDS)
+            or (isinstance(head.id, str) and head.id in self._pending)
+        ):
             self._settle(head)
             return True
         return head.method == "notifications/progress" and bool(self._pending) and self._relay_progress(head)
@@ -161,31 +176,27 @@ class OwnRequests:
         """The server's stdout has ended: every request waiting fails, and so does every later one."""
         self._closed = True
         for pending in self._pending.values():
-            pending.error = MCPError(types.CONNECTION_CLOSED, "Connection closed")
+            pending.error = MCPError(CONNECTION_CLOSED, "Connection closed")
             pending.answered.set()
         self._pending.clear()
 
     def _settle(self, head: _Head) -> None:
         """Hand an answer to the worker's own request that waits for it."""
-        assert isinstance(head.id, int)
+        assert head.id is not None
         pending = self._pending.pop(head.id, None)
         if pending is None:
-            log.debug("answer to abandoned request %d dropped", head.id)
+            log.debug("answer to abandoned request %r dropped", head.id)
             return
         if head.result:
             pending.result = head.result
         elif not head.error:
-            pending.error = MCPError(
-                types.INTERNAL_ERROR, "server answered with neither a result nor an error"
-            )
+            pending.error = MCPError(INTERNAL_ERROR, "server answered with neither a result nor an error")
         else:
             try:
                 error = _decode_error(head.error)
             except msgspec.DecodeError as exc:
                 shown = bytes(head.error)[:200].decode(errors="replace")
-                pending.error = MCPError(
-                    types.INTERNAL_ERROR, f"server sent a malformed error ({exc}): {shown}"
-                )
+                pending.error = MCPError(INTERNAL_ERROR, f"server sent a malformed error ({exc}): {shown}")
             else:
                 pending.error = MCPError(error.code, error.message, error.data)
         pending.answered.set()

@@ -16,7 +16,6 @@ import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -26,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT, create_mcp_http_client
 
 from supervisor.config.model import ServerSpec
+from workers.trouble import HttpTrouble, LoginNeeded, login_hint
 
 __all__ = ["HttpTrouble", "LoginNeeded", "connect_remote", "keepalive_http_client", "login_hint"]
 
@@ -39,50 +39,6 @@ DRAIN_SECONDS: Final = 0.1
 KEEPALIVE_LIMITS: Final = httpx2.Limits(
     max_connections=100, max_keepalive_connections=100, keepalive_expiry=2.0
 )
-
-
-def login_hint(server: str) -> str:
-    """What to run when an OAuth server needs a person (``workers.oauth``)."""
-    return f"run 'mcp-supervisor login {server}'"
-
-
-class LoginNeeded(Exception):
-    """Only a person can authorize the server now (``workers.oauth``); ``why`` says why, with no
-    secret in it."""
-
-    def __init__(self, why: str, hint: str = "") -> None:
-        super().__init__(f"{why}; {hint}" if hint else why)
-        self.why = why
-
-
-class HttpTrouble:
-    """The last HTTP error status a server answered with, and the last transport failure:
-    the SDK's errors do not carry them."""
-
-    def __init__(self) -> None:
-        self.last: str | None = None
-        self.broken: str | None = None
-
-    def note(self, error: BaseException) -> None:
-        """A transport failure the SDK reported beside the session (a dropped connection)."""
-        self.broken = f"{type(error).__name__}: {error}"
-
-    def cause(self, url: str | None) -> str:
-        """`` (what went wrong)``, from what was noted; else where the server was, for remote ones."""
-        known = "; ".join(filter(None, (self.broken, self.last)))
-        if not known and url:
-            known = f"HTTP connection to {urlsplit(url).hostname}:{urlsplit(url).port or 'default port'}"
-        return f" ({known})" if known else ""
-
-    async def on_response(self, response: httpx2.Response) -> None:
-        if response.status_code >= 400:
-            self.last = (
-                f"HTTP {response.status_code} {response.reason_phrase} from {response.request.url.host}"
-            )
-
-    def explain(self, error: BaseException) -> str:
-        text = f"{type(error).__name__}: {error}"
-        return f"{text} ({self.last})" if self.last else text
 
 
 class _DrainOnClose(httpx2.AsyncByteStream):

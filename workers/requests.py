@@ -5,17 +5,21 @@ answers those that arise in its own call (``workers.asking`` tells whose call as
 answered by the config:
 
 - ``roots/list``: the server's ``roots`` from the config. Without any, roots are
-  not offered, and the SDK answers the request with an error.
+  not offered, and the request is refused as the SDK refuses it ("List roots not supported").
 - ``elicitation/create``: declined, with a warning naming the server's message.
   With ``"elicitation": "defaults"``, a form is accepted filled with the defaults
   its schema gives, when every required field has one (else it is declined).
   A URL-mode elicitation (open this page) is always declined.
-- ``sampling/createMessage``: not offered, so the SDK refuses it ("Sampling not
+- ``sampling/createMessage``: not offered, so it is refused as the SDK refuses it ("Sampling not
   supported"), unless the server has a ``sampling`` program or ``"sampling": "caller"`` (refused
   when no caller answers it). That program gets
   the request's params as JSON on stdin and must print a ``CreateMessageResult``
   as JSON on stdout within its ``timeout``; anything else is refused with an
   error naming what went wrong.
+
+The callbacks (``client_options``) are handed to the SDK's ``mcp.Client`` on a remote server, and
+called by ``workers.lean_sdk`` on a stdio one; either way they take and give the SDK's models, which
+this module imports only when a request comes.
 """
 
 from __future__ import annotations
@@ -26,26 +30,26 @@ import signal
 import subprocess
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import trio
-from mcp.client.session import ClientRequestContext
-from mcp_types import (
-    INTERNAL_ERROR,
-    CreateMessageRequestParams,
-    CreateMessageResult,
-    CreateMessageResultWithTools,
-    ElicitRequestFormParams,
-    ElicitRequestParams,
-    ElicitResult,
-    ErrorData,
-    ListRootsResult,
-    Root,
-)
-from pydantic import BaseModel, ValidationError
 
 from supervisor.config.model import SamplingHook, ServerSpec
 from workers.asking import CallerAnswer
+from workers.errors import INTERNAL_ERROR
+
+if TYPE_CHECKING:  # the callbacks' models are loaded when the server first asks (``workers.lean_sdk``)
+    from mcp.client.session import ClientRequestContext
+    from mcp_types import (
+        CreateMessageRequestParams,
+        CreateMessageResult,
+        CreateMessageResultWithTools,
+        ElicitRequestParams,
+        ElicitResult,
+        ErrorData,
+        ListRootsResult,
+    )
+    from pydantic import BaseModel
 
 __all__ = ["ServerRequests", "fill_defaults"]
 
@@ -99,12 +103,16 @@ class ServerRequests:
         return None if self._spawning else set(self.pids)
 
     async def list_roots(self, context: ClientRequestContext) -> ListRootsResult:
+        from mcp_types import ListRootsResult, Root
+
         roots = [Root.model_validate({"uri": root.uri, "name": root.name}) for root in self.spec.roots]
         return ListRootsResult(roots=roots)
 
     async def elicit(
         self, context: ClientRequestContext, params: ElicitRequestParams
     ) -> ElicitResult | ErrorData:
+        from mcp_types import CreateMessageResultWithTools, ElicitRequestFormParams, ElicitResult
+
         asked = await self.ask_caller("elicitation/create", _json(params))
         if asked is not None:
             answer = _from_caller(asked, ElicitResult, "elicitation", params.message)
@@ -138,6 +146,9 @@ class ServerRequests:
     async def sample(
         self, context: ClientRequestContext, params: CreateMessageRequestParams
     ) -> CreateMessageResult | CreateMessageResultWithTools | ErrorData:
+        from mcp_types import CreateMessageResult, CreateMessageResultWithTools
+        from pydantic import ValidationError
+
         asked = await self.ask_caller("sampling/createMessage", _json(params))
         if asked is not None:
             return _from_caller(asked, CreateMessageResult, "sampling", None)
@@ -175,6 +186,8 @@ class ServerRequests:
         return result
 
     def _refuse(self, why: str) -> ErrorData:
+        from mcp_types import ErrorData
+
         log.warning("sampling request refused: %s", why)
         return ErrorData(code=INTERNAL_ERROR, message=why)
 
@@ -220,13 +233,16 @@ def _json(params: BaseModel) -> dict[str, Any]:
     return dumped
 
 
-_Result = TypeVar("_Result", ElicitResult, CreateMessageResult)
+_Result = TypeVar("_Result", "ElicitResult", "CreateMessageResult")
 
 
 def _from_caller(
     asked: CallerAnswer, kind: type[_Result], what: str, message: str | None
 ) -> _Result | CreateMessageResultWithTools | ErrorData:
     """The caller's answer as the SDK's result, or an error saying why there is none."""
+    from mcp_types import CreateMessageResult, CreateMessageResultWithTools, ErrorData
+    from pydantic import ValidationError
+
     about = f" ({_shown(message)})" if message is not None else ""
     if asked.result is None:
         log.warning("%s request%s: %s", what, about, asked.error)

@@ -10,13 +10,15 @@ returned, and "No output returned." when the result is empty
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-from mcp_types import CallToolResult
 
 from supervisor.protocol import ToolResult, total_decoder
 from supervisor.shared.content import render_text
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
 
 __all__ = ["InvalidResult", "decode_tool_result", "to_tool_result"]
 

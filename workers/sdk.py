@@ -1,14 +1,13 @@
-"""What a worker needs from an ``mcp.ClientSession`` beyond its public API (SDK 2.3), in one place.
+"""A remote server's session, through the SDK's ``mcp.Client``: imported by remote workers only.
 
-Above: ``workers.session``, ``workers.tools`` and ``workers.catalog``. Below: the session's private
-parts, used the way the SDK's own ``Client`` and ``subscriptions`` modules use them:
+Above: ``workers.session``, which opens the session (``open_remote``) and hands the SDK's messages to
+``on_message``; ``workers.tools`` and ``workers.catalog``, through the pager and ``absorb_tools``.
+Below: the SDK's ``Client`` over ``workers.remote``'s transports, and the session's private parts,
+used the way the SDK's own ``Client`` and ``subscriptions`` modules use them:
 
 - ``raw_request``: a request whose result comes back as plain JSON values, not checked against the
   SDK's result model, so that one bad entry in a listing does not fail the whole page (the session's
   ``send_request`` validates every result against its wire model first);
-- ``envelope``: the ``_meta`` the session stamps on its own requests (2026-07-28: protocol version,
-  client info and capabilities; None on older protocol versions), for the worker's own requests on
-  a stdio server (``OwnRequests.request``);
 - ``absorb_tools``: hand the session a listing the worker read itself, so the per-tool state it
   derives from ``tools/list`` (2026-07-28 ``x-mcp-header`` maps) matches what the worker serves;
   without it the session's ``call_tool`` would list the tools itself, with the strict model, before
@@ -18,15 +17,63 @@ parts, used the way the SDK's own ``Client`` and ``subscriptions`` modules use t
 
 from __future__ import annotations
 
+import logging
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import httpx2
 import mcp_types as types
+import trio
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions
+from mcp_types import (
+    Implementation,
+    LoggingMessageNotification,
+    ResourceUpdatedNotification,
+    ToolListChangedNotification,
+)
 
+from supervisor import __version__
+from supervisor.config.model import ServerSpec
 from supervisor.protocol import WorkerTool
+from workers.lean import OnEvent
+from workers.remote import connect_remote
+from workers.requests import ServerRequests
+from workers.trouble import HttpTrouble
 
-__all__ = ["absorb_tools", "envelope", "raw_request"]
+__all__ = ["absorb_tools", "open_remote", "raw_request"]
+
+log = logging.getLogger("mcp_supervisor.worker")
+
+
+def open_remote(
+    spec: ServerSpec, http: HttpTrouble, auth: httpx2.Auth | None, requests: ServerRequests, on_event: OnEvent
+) -> AbstractAsyncContextManager[Client]:
+    """The SDK's client of a remote server (entered: the session negotiated)."""
+
+    async def on_message(message: object) -> None:
+        """The session's messages outside requests: a tool list change (handshake-era servers notify
+        this way), a log message, a resource update; transport failures, kept to explain what follows."""
+        if isinstance(message, ToolListChangedNotification):
+            on_event("tools", None)
+        elif isinstance(message, LoggingMessageNotification):
+            on_event("logged", message.params)
+        elif isinstance(message, ResourceUpdatedNotification):
+            on_event("updated", str(message.params.uri))
+        elif isinstance(message, Exception):
+            http.note(message)
+            log.debug("transport: %s: %s", type(message).__name__, message)
+        await trio.lowlevel.checkpoint()
+
+    options: dict[str, Any] = requests.client_options()
+    return Client(
+        connect_remote(spec, http, auth),
+        cache=None,
+        client_info=Implementation(name="mcp-supervisor", version=__version__),
+        message_handler=on_message,
+        **options,
+    )
 
 
 async def raw_request(session: ClientSession, method: str, params: dict[str, Any]) -> Any:
@@ -43,17 +90,9 @@ async def raw_request(session: ClientSession, method: str, params: dict[str, Any
     return await session._dispatcher.send_raw_request(method, data["params"], opts)
 
 
-def envelope(session: ClientSession) -> dict[str, Any] | None:
-    """The ``_meta`` the session puts on its requests, or None when it puts none."""
-    data: dict[str, Any] = {"method": "tools/list", "params": {}}
-    session._stamp(data, {})
-    meta = data["params"].get("_meta")
-    return dict(meta) if isinstance(meta, dict) and meta else None
-
-
-def absorb_tools(session: ClientSession, tools: list[WorkerTool]) -> None:
+def absorb_tools(client: Any, tools: list[WorkerTool]) -> None:
     """Make ``tools`` (all of them) the session's idea of the server's tools."""
     listing = types.ListToolsResult(
         tools=[types.Tool(name=tool.name, input_schema=tool.input_schema) for tool in tools]
     )
-    session._absorb_tool_listing(listing, complete=True)
+    client.session._absorb_tool_listing(listing, complete=True)

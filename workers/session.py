@@ -1,8 +1,10 @@
 """The session's life: start the server and the session, serve until something ends them, say why.
 
 Above: ``workers.worker``, which runs one ``Worker`` in ``trio.run`` and exits with its
-``WorkerExit`` status. Below: one ``mcp.Client`` session over the server's transport
-(``workers.stdio``, or ``workers.remote`` for a remote server); beside it, the link
+``WorkerExit`` status. Below: one MCP session: with a stdio server, the worker's own client over the
+server's pipes (``workers.lean`` over ``workers.stdio``), which loads nothing of the MCP SDK; with a
+remote server, the SDK's ``mcp.Client`` (``workers.sdk`` over ``workers.remote``), imported only
+then. Both offer the same attributes and methods to the rest of the worker. Beside it, the link
 (``workers.uplink``), the calls it serves (``workers.calls``) and the server's tools
 (``workers.tools``).
 
@@ -24,41 +26,35 @@ re-parented here and killed with the server; its zombie is reaped on SIGCHLD.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import signal
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx2
 import trio
-from mcp import Client
-from mcp.client._transport import TransportStreams
-from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    Implementation,
-    LoggingMessageNotification,
-    ResourceUpdatedNotification,
-    ToolListChangedNotification,
-)
-from pydantic import ValidationError
 
 from supervisor import __version__
 from supervisor.protocol import Ready, Started, ToolsChanged, WorkerTool
 from supervisor.shared.boot import LAST_WORD, STOP_LINE, WorkerBoot, WorkerExit
 from supervisor.shared.processes import merge_identical_pages, reap_on_sigchld
-from workers import sdk
 from workers.calls import Calls
 from workers.catalog import Catalog
+from workers.errors import http_error, invalid_result, rpc_error
 from workers.interest import Interests
+from workers.lean import Event, open_client
 from workers.listing import ListingFailed, Pager
 from workers.logs import StderrRelay, one_line
-from workers.remote import HttpTrouble, LoginNeeded, connect_remote, login_hint
 from workers.requests import ServerRequests
 from workers.stdio import CommandNotFound, StdioServer
 from workers.tools import ToolWatch
+from workers.trouble import HttpTrouble, LoginNeeded, login_hint
 from workers.uplink import Link
+
+if TYPE_CHECKING:
+    import httpx2
+
+Client = Any  # ``workers.lean.LeanClient`` on a stdio server, the SDK's ``mcp.Client`` on a remote one
 
 __all__ = ["Worker", "first_leaf"]
 
@@ -85,7 +81,7 @@ class Worker:
     async def run(self) -> int:
         spec = self.boot.spec
         relay = StderrRelay(self.boot.stderr_lines_per_second)
-        transport: AbstractAsyncContextManager[TransportStreams]
+        session: AbstractAsyncContextManager[Client]
         if spec.transport == "stdio":
             assert spec.command is not None, "stdio servers have a command (checked by the config loader)"
             try:
@@ -95,9 +91,13 @@ class Worker:
             except CommandNotFound as exc:
                 log.log(LAST_WORD, "start-up failed: %s", exc)
                 return WorkerExit.START_FAILED
-            transport = self.server.connect()
+            client_info = {"name": "mcp-supervisor", "version": __version__}
+            session = open_client(self.server, self.requests, client_info, self._on_event)
         else:
-            transport = connect_remote(spec, self.http, self._oauth())
+            from workers import sdk  # only remote workers load the SDK
+
+            self.tools.absorb = sdk.absorb_tools
+            session = sdk.open_remote(spec, self.http, self._oauth(), self.requests, self._on_event)
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             calls = Calls(
@@ -113,15 +113,7 @@ class Worker:
             nursery.start_soon(relay.report_forever)
             phase = "initialize"  # what the session is doing; "" once it serves
             try:
-                async with Client(
-                    transport,
-                    cache=None,
-                    client_info=Implementation(name="mcp-supervisor", version=__version__),
-                    message_handler=self._on_message,
-                    **self.requests.client_options(),
-                ) as client:
-                    if self.server is not None:
-                        self.server.own.envelope = sdk.envelope(client.session)
+                async with session as client:
                     phase = "tools/list"
                     tools = await self.tools.list_all(client)
                     calls.ready(client, tools)
@@ -194,7 +186,12 @@ class Worker:
             )
             self._give_up(WorkerExit.START_FAILED, f"start-up failed: {cause}")
             return True
-        if isinstance(failure, OSError | MCPError | httpx2.HTTPError | ValidationError):
+        if (
+            isinstance(failure, OSError)
+            or rpc_error(failure)
+            or http_error(failure)
+            or invalid_result(failure)
+        ):
             log.error("the session with the server failed: %s", self.http.explain(failure))
             self._end(WorkerExit.SERVER_DIED)
             return True
@@ -215,7 +212,14 @@ class Worker:
         remote one through the session (JSON values); neither checked by the SDK's models."""
         server = self.server
         if server is None:
-            return functools.partial(sdk.raw_request, client.session)
+            from workers import sdk
+
+            session = client.session
+
+            async def remote(method: str, params: dict[str, Any]) -> Any:
+                return await sdk.raw_request(session, method, params)
+
+            return remote
         own = server.own
 
         async def request(method: str, params: dict[str, Any]) -> Any:
@@ -223,19 +227,15 @@ class Worker:
 
         return request
 
-    async def _on_message(self, message: object) -> None:
-        """The session's messages outside requests: a tool list change (handshake-era servers notify
-        this way), a log message, a resource update; transport failures, kept to explain what follows."""
-        if isinstance(message, ToolListChangedNotification):
+    def _on_event(self, event: Event, value: Any) -> None:
+        """What the server says outside requests: its tools changed (handshake-era servers notify this
+        way), a log message (``value``: its params), a resource update (``value``: its URI)."""
+        if event == "tools":
             self.tools.changed()
-        elif isinstance(message, LoggingMessageNotification):
-            self.interests.logged(message)
-        elif isinstance(message, ResourceUpdatedNotification):
-            self.interests.updated(str(message.params.uri))
-        elif isinstance(message, Exception):
-            self.http.note(message)
-            log.debug("transport: %s: %s", type(message).__name__, message)
-        await trio.lowlevel.checkpoint()
+        elif event == "logged":
+            self.interests.logged(value)
+        else:
+            self.interests.updated(value)
 
     async def _report_spawn(self, server: StdioServer) -> None:
         await server.spawned.wait()
@@ -318,7 +318,9 @@ class Worker:
             try:
                 with trio.fail_after(interval):
                     await client.send_ping()
-            except (trio.TooSlowError, MCPError, ValidationError) as exc:
+            except Exception as exc:
+                if not (isinstance(exc, trio.TooSlowError) or rpc_error(exc) or invalid_result(exc)):
+                    raise
                 log.error("server did not answer a ping within %g s: %s", interval, exc or "timed out")
                 if self.server is not None:
                     self.server.kill()  # it is unresponsive: no orderly stop to wait for

@@ -1,24 +1,27 @@
-"""The stdio transport a worker hands to ``mcp.Client``: one MCP server child process.
+"""The stdio transport: one MCP server child process, and the lines it reads and writes.
 
 Below: the server process, in its own session and process group, speaking
-newline-delimited JSON-RPC on stdin/stdout. Above: ``mcp.Client``, which takes
-any async context manager that yields a (read stream, write stream) pair; and
-the worker's own requests (``own``, ``workers.own_requests``).
+newline-delimited JSON-RPC on stdin/stdout. Above: the worker's JSON-RPC client
+(``workers.lean``), which hands ``connect`` the callback that takes each line the
+server writes (``receive``), and sends its requests through ``own``
+(``workers.own_requests``).
 
 It does what the SDK's ``stdio_client`` does, plus what a supervisor needs:
 the server's pid, each stderr line handed to a callback (for the log and for
 crash reports), an event set when the process exits, and bounded line sizes
 so a server printing garbage cannot grow the worker's memory without bound.
+The server gets the environment the SDK gives one (``DEFAULT_INHERITED_ENV_VARS``)
+plus its config's ``env``.
 
-It also carries the worker's own requests beside the session's (``own``):
-the hot path of a tool call. Each line the server writes on stdout is offered to
-them first: their answers and progress are recognised by id before anything parses them.
-Everything else the server writes goes to the session, parsed as before. A line that is not
-JSON-RPC (not JSON, invalid UTF-8, nesting deeper than a decoder recurses) is dropped with a
-rate-limited warning: nothing on stdout can end the worker. Both
-kinds of outgoing message share one writer task, which writes whatever has
-queued up in one go (one system call for a batch of calls under load), except that a
-request sent while no other is waiting goes straight to the pipe (a lone call's latency).
+Each line the server writes on stdout is offered to the worker's own requests
+first: their answers and progress are recognised by id before anything parses them
+(the hot path of a tool call). Everything else goes to ``receive``, which says
+whether the line was JSON-RPC. A line that is not (not JSON, invalid UTF-8, nesting
+deeper than a decoder recurses, no JSON-RPC message) is dropped with a rate-limited
+warning: nothing on stdout can end the worker. Outgoing lines share one writer task,
+which writes whatever has queued up in one go (one system call for a batch of calls
+under load), except that a request sent while no other is waiting goes straight to
+the pipe (a lone call's latency).
 
 Shutdown follows the MCP spec and the SDK: close stdin, wait, SIGTERM the
 process group, wait, SIGKILL; shielded and every wait bounded.
@@ -36,13 +39,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
-import anyio
-import anyio.abc
-import mcp_types as types
 import trio
-from mcp.client._transport import TransportStreams
-from mcp.client.stdio import get_default_environment
-from mcp.shared.message import SessionMessage
 
 from supervisor.shared.processes import kill_adopted, kill_group
 from workers.own_requests import OwnRequests
@@ -58,6 +55,19 @@ KILL_REAP: Final = 2.0  # seconds for the kernel to report a SIGKILLed process g
 MAX_LINE: Final = 16 * 1024 * 1024  # bytes; a longer stdout line is dropped, not buffered forever
 MAX_STDERR_LINE: Final = 4096  # characters kept of one stderr line
 READ_CHUNK: Final = 256 * 1024
+# What a server inherits of the worker's environment (the SDK's ``stdio_client`` passes the same).
+DEFAULT_INHERITED_ENV_VARS: Final = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+Receive = Callable[[bytes], bool]  # a line from the server's stdout; False when it is not JSON-RPC
+
+
+def get_default_environment() -> dict[str, str]:
+    """The variables of ``DEFAULT_INHERITED_ENV_VARS`` this process has (shell functions left out)."""
+    return {
+        key: value
+        for key in DEFAULT_INHERITED_ENV_VARS
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
 
 
 class CommandNotFound(Exception):
@@ -78,7 +88,7 @@ def resolve_command(command: str) -> str:
 
 
 class StdioServer:
-    """One MCP server child process; ``connect()`` is the transport for ``mcp.Client``."""
+    """One MCP server child process; ``connect(receive)`` runs it and its pipes."""
 
     def __init__(
         self,
@@ -134,7 +144,7 @@ class StdioServer:
             kill_group(self.process.pid, signal.SIGKILL)
 
     @asynccontextmanager
-    async def connect(self) -> AsyncIterator[TransportStreams]:
+    async def connect(self, receive: Receive) -> AsyncIterator[None]:
         process = await trio.lowlevel.open_process(
             self._argv,
             stdin=subprocess.PIPE,
@@ -146,79 +156,59 @@ class StdioServer:
         )
         self.process = process
         self.spawned.set()
-        to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](64)
-        write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](64)
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch_exit, process)
-                nursery.start_soon(self._pump_stdout, process, to_session)
-                nursery.start_soon(self._pump_session, from_session)
-                nursery.start_soon(self._pump_stdin, process)
-                nursery.start_soon(self._pump_stderr, process)
-                try:
-                    yield read_stream, write_stream
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await self._stop(process)
-                    nursery.cancel_scope.cancel()
-        finally:
-            for stream in (read_stream, write_stream, to_session, from_session):
-                stream.close()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_exit, process)
+            nursery.start_soon(self._pump_stdout, process, receive)
+            nursery.start_soon(self._pump_stdin, process)
+            nursery.start_soon(self._pump_stderr, process)
+            try:
+                yield
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self._stop(process)
+                nursery.cancel_scope.cancel()
+
+    def send(self, line: bytes) -> None:
+        """Queue one line (a message of the worker's JSON-RPC client) for the server's stdin."""
+        self._write(line)
 
     async def _watch_exit(self, process: trio.Process) -> None:
         await process.wait()
         self.hung_up = self.hung_up or not self._stopping
         self.exited.set()
 
-    async def _pump_stdout(
-        self, process: trio.Process, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]
-    ) -> None:
+    async def _pump_stdout(self, process: trio.Process, receive: Receive) -> None:
         assert process.stdout is not None
         buffer = bytearray()
         dropping = False
-        async with to_session:
-            try:
-                while chunk := await _receive(process.stdout):
-                    start = 0
-                    while (end := chunk.find(b"\n", start)) != -1:
-                        if dropping:
-                            dropping = False
-                        else:
-                            buffer += chunk[start:end]
-                            await self._deliver(bytes(buffer), to_session)
-                        buffer.clear()
-                        start = end + 1
-                    if not dropping:
-                        buffer += chunk[start:]
-                        if len(buffer) > MAX_LINE:
-                            log.warning("server wrote a stdout line over %d bytes; dropping it", MAX_LINE)
-                            buffer.clear()
-                            dropping = True
-            finally:
-                self.hung_up = self.hung_up or not self._stopping
-                self.own.close()
-
-    async def _deliver(
-        self, line: bytes, to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception]
-    ) -> None:
-        if not line.strip() or self.own.take(line):
-            return
         try:
-            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValueError:
-            if self._garbage.allow():
-                more = self._garbage.take_dropped()
-                also = f" (and {more} more such lines)" if more else ""
-                log.warning("server wrote a line that is not JSON-RPC on stdout%s: %.200r", also, line)
-            return
-        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await to_session.send(SessionMessage(message))
+            while chunk := await _receive(process.stdout):
+                start = 0
+                while (end := chunk.find(b"\n", start)) != -1:
+                    if dropping:
+                        dropping = False
+                    else:
+                        buffer += chunk[start:end]
+                        self._deliver(bytes(buffer), receive)
+                    buffer.clear()
+                    start = end + 1
+                if not dropping:
+                    buffer += chunk[start:]
+                    if len(buffer) > MAX_LINE:
+                        log.warning("server wrote a stdout line over %d bytes; dropping it", MAX_LINE)
+                        buffer.clear()
+                        dropping = True
+        finally:
+            self.hung_up = self.hung_up or not self._stopping
+            self.own.close()
 
-    async def _pump_session(self, from_session: anyio.abc.ObjectReceiveStream[SessionMessage]) -> None:
-        """The session's messages, queued for the server's stdin."""
-        async with from_session:
-            async for message in from_session:
-                self._write(message.message.model_dump_json(by_alias=True, exclude_unset=True).encode())
+    def _deliver(self, line: bytes, receive: Receive) -> None:
+        if not line.strip() or self.own.take(line) or receive(line):
+            return
+        if self._garbage.allow():
+            more = self._garbage.take_dropped()
+            also = f" (and {more} more such lines)" if more else ""
+            log.warning("server wrote a line that is not JSON-RPC on stdout%s: %.200r", also, line)
 
     async def _pump_stdin(self, process: trio.Process) -> None:
         """Write what has queued up for the server's stdin, all of it at once."""

@@ -17,18 +17,16 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
-import httpx2
 import trio
-from mcp import Client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.protocol import WorkerTool
-from workers import sdk
+from workers.errors import http_error, listen_unsupported, rpc_error, subscription_lost
+from workers.lean import MODERN_PROTOCOL_VERSIONS
 from workers.listing import ListingFailed, Pager, Warnings, list_tools
+
+Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
 
 __all__ = ["ToolWatch"]
 
@@ -47,6 +45,8 @@ class ToolWatch:
         self._refresh = refresh or math.inf  # seconds between listings nobody asked for
         self._warnings = Warnings(server)  # about the tools listed
         self._relist = trio.Event()  # set when the server's tools may have changed
+        # Tell the session the tools listed (the SDK's session derives state from them: ``workers.sdk``).
+        self.absorb: Callable[[Client, list[WorkerTool]], None] = lambda client, tools: None
 
     def changed(self) -> None:
         """The server's tools may have changed: list them again."""
@@ -56,7 +56,7 @@ class ToolWatch:
         """Every usable tool of the server (``workers.listing``); the session is told them too."""
         modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
         tools = await list_tools(self._pager(client), self._warnings, modern=modern)
-        sdk.absorb_tools(client.session, tools)
+        self.absorb(client, tools)
         return tools
 
     async def follow(
@@ -81,7 +81,9 @@ class ToolWatch:
             except ListingFailed as exc:
                 log.warning("listing the tools again failed: %s", exc)
                 continue
-            except (trio.TooSlowError, MCPError, httpx2.HTTPError) as exc:
+            except Exception as exc:
+                if not (isinstance(exc, trio.TooSlowError) or rpc_error(exc) or http_error(exc)):
+                    raise
                 log.warning("listing the tools again failed: tools/list: %s", exc or "timed out")
                 continue
             if listed != tools:
@@ -98,9 +100,11 @@ class ToolWatch:
                     async for _ in subscription:
                         self._relist.set()
                 return  # the server closed the stream in order: it will send no more
-            except ListenNotSupportedError:
-                return  # a handshake-era session: changes come as notifications (``changed``)
-            except (SubscriptionLost, MCPError, TimeoutError) as exc:
+            except Exception as exc:
+                if listen_unsupported(exc):
+                    return  # a handshake-era session: changes come as notifications (``changed``)
+                if not (subscription_lost(exc) or rpc_error(exc) or isinstance(exc, TimeoutError)):
+                    raise
                 log.warning("tool change subscription lost (%s); listening again in %g s", exc, delay)
                 self._relist.set()  # there is no replay: what changed meanwhile is listed again
             await trio.sleep(delay)

@@ -3,8 +3,9 @@
 Above: the supervisor, reached through a DEALER on the worker link (``workers.uplink``:
 ``supervisor.protocol`` ``WorkerCommand`` in, ``WorkerEvent`` out), and the keeper that started
 this process (``python -m workers NAME``, or forked from ``workers.zygote``): stdin is the
-lifeline, stderr carries the log. Below: the session's life (``workers.session``), one
-``mcp.Client`` session over the server's transport.
+lifeline, stderr carries the log. Below: the session's life (``workers.session``): with a stdio
+server, the worker's own MCP client over the server's pipes (``workers.lean``, which loads nothing
+of the MCP SDK); with a remote one, one ``mcp.Client`` session over its transport.
 
 Life of a worker:
 
@@ -22,12 +23,13 @@ Life of a worker:
    way (``workers.calls``); on ``Abort`` (the caller cancelled a call) cancel that call, which
    sends the server ``notifications/cancelled`` and answers nothing; follow the server's tools
    (``workers.tools``); probe the server
-   every ``pingInterval``. On a stdio server every call takes the hot path: the worker writes
-   the ``tools/call`` itself (``OwnRequests.request``, which also hands it the call's progress)
-   and turns the server's JSON result into the wire's ``ToolResult`` without the SDK's models;
-   the session still does the handshake, the server's own requests and a result that asks for
-   input. Listings are the worker's own requests on every transport (``workers.listing``), and
-   results are checked against the tool's ``outputSchema`` by the worker on every transport;
+   every ``pingInterval``. On a stdio server every request is the worker's own (``workers.lean``:
+   the handshake, ``tools/call``, listings, reads, subscriptions), and a tool call's JSON result is
+   turned into the wire's ``ToolResult`` without the SDK's models; the SDK's models load only for
+   what must be judged as the SDK judges it (the server's own requests, a resource read, a prompt,
+   a result that asks for input: ``workers.lean_sdk``). Listings are the worker's own requests on
+   every transport (``workers.listing``), and results are checked against the tool's
+   ``outputSchema`` by the worker on every transport;
 4. exit with a ``WorkerExit`` status: the server exited on its own (``SERVER_DONE`` for status
    0, else ``SERVER_DIED``), start-up failed, the lifeline closed, or the worker failed (an
    exception nothing else caught, ``CRASHED``). Where the status alone does not say why

@@ -1,12 +1,24 @@
 """The zygote: a pre-imported process that forks workers in milliseconds.
 
-A fresh worker interpreter spends about a second of CPU importing the MCP SDK,
-httpx, jsonschema, trio and pyzmq, and holds some 70 MB of its own. The
-supervisor instead starts one ``python -m workers --zygote``, which imports all
-of that once, calls ``gc.freeze()`` (so the collector never writes to the
+A fresh worker interpreter spends a fraction of a second of CPU importing trio, pyzmq, msgspec,
+jsonschema and its own code (a remote worker: the MCP SDK and the HTTP stack too, about a second),
+and holds tens of MB of its own. The supervisor instead starts a zygote, which imports all of that
+once, calls ``gc.freeze()`` (so the collector never writes to the
 shared pages), offers its memory to the kernel's same-page merging (``merge_identical_pages``:
 pages the workers copy alike are folded back into one where KSM runs), and then forks a worker per
 request. Nothing here creates trio or ZeroMQ state: both are created by the worker after the fork.
+
+There are two kinds, each with its own preload, because on CPython a forked worker copies every page
+whose objects it touches (reference counts, specialised bytecode): the fewer modules a worker runs
+through, the fewer pages it dirties, and the smaller the zygote image every worker shares.
+
+- ``python -m workers --zygote`` forks stdio workers and imports ``PRELOAD``: the worker's own MCP
+  client (``workers.lean``), trio, pyzmq, msgspec and jsonschema, but not the MCP SDK, pydantic,
+  anyio or the HTTP stack, which a stdio worker never loads (some of the SDK's models load lazily,
+  in the one worker that needs them: ``workers.lean_sdk``);
+- ``python -m workers --zygote remote`` forks remote workers and imports ``REMOTE_PRELOAD`` as well:
+  the SDK's client, its transports and anyio's trio backend. The supervisor starts it at the first
+  remote worker (``supervisor.daemon.servers.spawn``): a config without remote servers never has it.
 
 The supervisor talks to the zygote over a ``SOCK_SEQPACKET`` socket, the zygote's stdin:
 
@@ -36,18 +48,28 @@ import sys
 import traceback
 from typing import Final, NoReturn
 
+import msgspec
+
 from supervisor.shared.boot import WorkerExit
 from supervisor.shared.processes import merge_identical_pages, set_process_name
 
-__all__ = ["PRELOAD", "ZYGOTE_FD", "main"]
+__all__ = ["PRELOAD", "REMOTE_PRELOAD", "ZYGOTE_FD", "main"]
 
 ZYGOTE_FD: Final = 0  # the supervisor's socket is our stdin
 MAX_REQUEST: Final = 4096  # bytes of a request (a server name)
 
-# What a worker imports while it runs (not at import time): transports, the HTTP stack, and anyio's trio
-# backend. Importing them here keeps them shared; a name missing from an installed version is skipped.
+# What a stdio worker imports, at start and while it runs (trio's process and signal handling).
 PRELOAD: Final = (
     "workers.worker",
+    "trio._subprocess_platform.waitid",
+)
+# What a remote worker imports besides, while it runs (not at import time): the SDK's client, the
+# transports, the HTTP stack, and anyio's trio backend. Importing them here keeps them shared; a name
+# missing from an installed version is skipped.
+REMOTE_PRELOAD: Final = (
+    *PRELOAD,
+    "workers.sdk",
+    "workers.oauth",
     "anyio._backends._trio",
     "anyio._core._sockets",
     "anyio._core._streams",
@@ -61,10 +83,40 @@ PRELOAD: Final = (
 )
 
 
-def preload() -> None:
-    for name in PRELOAD:
+def preload(names: tuple[str, ...] = PRELOAD) -> None:
+    for name in names:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+
+
+def warm() -> None:
+    """Run, once, what every worker runs on every server: checking a tool's schema and arguments,
+    decoding the server's lines and results, encoding what goes to the supervisor. What that
+    creates once (caches, compiled patterns) and the bytecode CPython specialises as it runs are
+    then the zygote's, shared, instead of each worker's own copy."""
+    from supervisor.protocol import InvokeResult, ToolResult, encode
+    from supervisor.shared.schemas import schema_problem, validator
+    from workers.listing import _page_of
+    from workers.messages import decode_message
+    from workers.results import decode_tool_result
+    from workers.values import decode_arguments, json_problem
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    for _ in range(10):  # past the interpreter's threshold for specialising bytecode
+        schema_problem(schema)
+        check = validator(dict(schema))
+        assert check is not None
+        check.is_valid({"text": "x"})
+        list(check.iter_errors({"text": 1}))
+        decode_message(
+            b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1}}'
+        )
+        _page_of(msgspec.Raw(b'{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}'), "tools")
+        json_problem({"name": "t", "inputSchema": schema}, 64, "its fields")
+        result = decode_tool_result(b'{"content":[{"type":"text","text":"x"}],"isError":false}')
+        assert result is not None
+        encode(InvokeResult(call=1, result=msgspec.Raw(encode(ToolResult(content=[], text="")))))
+        decode_arguments(msgspec.msgpack.encode({"text": "x"}))
 
 
 def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
@@ -152,11 +204,13 @@ def serve(sock: socket.socket) -> int:
             return 0
 
 
-def main() -> int:
+def main(kind: str = "stdio") -> int:
+    """``kind``: ``stdio`` or ``remote``, the workers this zygote forks (see the module)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle; EOF ends us
-    set_process_name("mcp-zygote")
+    set_process_name("mcp-zygote" if kind == "stdio" else "mcp-zygote-http")  # 15 bytes at most
     sock = socket.socket(fileno=ZYGOTE_FD)
-    preload()
+    preload(REMOTE_PRELOAD if kind == "remote" else PRELOAD)
+    warm()
     gc.collect()
     gc.freeze()  # everything imported so far lives in the shared pages; the collector leaves it alone
     merge_identical_pages()  # inherited by every fork: the pages workers copy alike are folded back into one

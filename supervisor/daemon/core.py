@@ -290,9 +290,7 @@ class Supervisor:
     def own_children(self) -> set[int]:
         """Every live worker's pid, and the zygote's: never mistaken for an escaped server process."""
         pids = self.crew.worker_pids()
-        if (zygote := self.spawner.zygote_pid) is not None:
-            pids.add(zygote)
-        return pids
+        return pids | self.spawner.zygote_pids
 
     async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
         return await self.spawner.spawn(name, mode)

@@ -55,9 +55,10 @@ def worker_argv(name: str) -> list[str]:
     return [sys.executable, "-m", WORKER_PACKAGE, name]
 
 
-def zygote_argv() -> list[str]:
-    """The zygote: ``python -m workers --zygote``; the workers forked from it keep its cmdline."""
-    return [sys.executable, "-m", WORKER_PACKAGE, ZYGOTE_FLAG]
+def zygote_argv(kind: str = "stdio") -> list[str]:
+    """A zygote: ``python -m workers --zygote`` forks stdio workers, ``python -m workers --zygote remote``
+    remote ones (``workers.zygote``); the workers forked from it keep its cmdline."""
+    return [sys.executable, "-m", WORKER_PACKAGE, ZYGOTE_FLAG, *([kind] if kind != "stdio" else [])]
 
 
 def is_worker_cmdline(cmdline: bytes) -> bool:

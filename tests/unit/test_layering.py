@@ -100,3 +100,38 @@ def test_the_client_stubs_load_no_asyncio() -> None:
         loaded = _loaded_by(module)
         assert "supervisor.security.curve" in loaded, module  # the handshake watch is loaded
         assert "asyncio" not in {name.split(".")[0] for name in loaded}, module
+
+
+SDK_STACK = {"mcp", "mcp_types", "pydantic", "pydantic_core", "anyio", "httpx2", "httpcore2", "h11"}
+
+
+def _loaded_by_script(script: str) -> set[str]:
+    """Every module a fresh interpreter has loaded after running ``script`` (and not before)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; before = set(sys.modules)\n{script}\n"
+            "print('\\n'.join(sorted(set(sys.modules) - before)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return set(out.stdout.split())
+
+
+def test_a_stdio_worker_and_its_zygote_load_neither_the_mcp_sdk_nor_pydantic_anyio_or_an_http_client() -> (
+    None
+):
+    """The stdio zygote's preload and everything a stdio worker imports: the worker speaks MCP itself
+    (``workers.lean``), so a fork copies none of the SDK's pages."""
+    loaded = _loaded_by_script("import workers.zygote as z; z.preload(z.PRELOAD); import workers.worker")
+    assert "workers.lean" in loaded and "trio" in loaded and "zmq" in loaded
+    assert not {name.split(".")[0] for name in loaded} & SDK_STACK
+
+
+def test_the_remote_zygote_preloads_the_sdks_client_stack() -> None:
+    loaded = _loaded_by_script("import workers.zygote as z; z.preload(z.REMOTE_PRELOAD)")
+    assert {"mcp", "mcp_types", "pydantic", "anyio", "httpx2"} <= {name.split(".")[0] for name in loaded}

@@ -45,7 +45,7 @@ from supervisor.daemon.servers.owner import KeeperServer
 from supervisor.daemon.servers.reaping import close_lifeline, reap
 from supervisor.daemon.servers.restarts import RestartTracker
 from supervisor.daemon.servers.rows import server_row
-from supervisor.daemon.servers.spawn import WorkerProcess
+from supervisor.daemon.servers.spawn import SpawnMode, WorkerProcess
 from supervisor.daemon.servers.worker_log import WorkerLog
 from supervisor.protocol import Ready, ServerStatus, ToolsChanged, WorkerState
 from supervisor.shared import tracing
@@ -289,7 +289,10 @@ class Keeper:
         self.identity = identity  # calls held for it (a session starting) fail with it if it fails
         self.spawning = True
         try:
-            process = await self.owner.spawn(self.label, self.settings.worker_spawn)
+            mode: SpawnMode = self.settings.worker_spawn
+            if mode == "zygote" and self.spec.transport != "stdio":
+                mode = "zygote-remote"  # the zygote that has the SDK's client stack (``spawn``)
+            process = await self.owner.spawn(self.label, mode)
         except BaseException:
             self.server.detach(self, f"server {self.label!r}: its worker could not be started", "UNAVAILABLE")
             self.identity = None

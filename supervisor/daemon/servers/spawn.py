@@ -1,16 +1,20 @@
-"""Starting worker processes: forked from the zygote (milliseconds), or ``exec`` as a fallback.
+"""Starting worker processes: forked from a zygote (milliseconds), or ``exec`` as a fallback.
 
-``Spawner.spawn(name)`` returns a ``WorkerProcess`` either way: its pid, its
+``Spawner.spawn(name, mode)`` returns a ``WorkerProcess`` either way: its pid, its
 stdin (the lifeline) and stderr (the log) as trio streams, ``wait()`` for its
 exit status and ``kill()``.
 
 With ``workerSpawn: "zygote"`` (the default) the first spawn starts the zygote
 (``workers.zygote``, its stdin a socket to us), which imports the worker's code once; each worker is
 then a fork of it, re-parented to the supervisor (a child subreaper), which
-reaps it through a pidfd. If the zygote cannot be used (no pidfd or subreaper
+reaps it through a pidfd. There are two zygotes, each started at the first spawn that needs it
+(the keeper says which: ``mode``): ``zygote`` for stdio servers, which imports only what a lean stdio
+worker runs (no MCP SDK, no HTTP stack: ``workers.lean``), so each fork copies few pages; and
+``zygote-remote`` for remote servers, which imports the SDK's client stack as well. A config with no
+remote server never starts the second. If a zygote cannot be used (no pidfd or subreaper
 on this platform, it failed to start, it died or did not answer), the worker is
 started with ``exec`` instead and the reason is logged; a zygote that died is
-started again at the next spawn, up to ``MAX_ZYGOTE_FAILURES`` times.
+started again at the next spawn, up to ``MAX_ZYGOTE_FAILURES`` times (each kind counts its own).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ FORK_TIMEOUT: Final = 10.0  # seconds for the zygote to answer a spawn request
 ZYGOTE_STOP_TIMEOUT: Final = 5.0  # seconds for the zygote to exit once its socket closes
 MAX_ZYGOTE_FAILURES: Final = 3  # after this many, every worker is started with exec
 
-SpawnMode = Literal["zygote", "exec"]
+SpawnMode = Literal["zygote", "zygote-remote", "exec"]  # which zygote forks the worker, or exec
+ZygoteKind = Literal["stdio", "remote"]
 
 
 class WorkerProcess(Protocol):
@@ -101,29 +106,57 @@ class ForkedWorker:
 
 
 class Spawner:
-    """Starts workers; owns the zygote, if there is one."""
+    """Starts workers; owns the zygotes, if there are any."""
 
     def __init__(self) -> None:
-        self._zygote: trio.Process | None = None
-        self._sock: socket.socket | None = None
-        self._lock = trio.Lock()  # one request to the zygote at a time
-        self._failures = 0
         self.can_fork = hasattr(os, "pidfd_open")  # and the supervisor must be a subreaper: see adopt()
+        self._zygotes: dict[ZygoteKind, Zygote] = {"stdio": Zygote("stdio"), "remote": Zygote("remote")}
 
     @property
     def zygote_pid(self) -> int | None:
-        return self._zygote.pid if self._zygote is not None and self._zygote.returncode is None else None
+        """The stdio zygote's pid, while it runs."""
+        return self._zygotes["stdio"].pid
+
+    @property
+    def zygote_pids(self) -> set[int]:
+        """Every running zygote's pid."""
+        return {pid for zygote in self._zygotes.values() if (pid := zygote.pid) is not None}
 
     async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
-        if mode == "zygote" and self.can_fork and self._failures < MAX_ZYGOTE_FAILURES:
-            async with self._lock:
-                forked = await self._fork(name)
+        if mode != "exec" and self.can_fork:
+            forked = await self._zygotes["remote" if mode == "zygote-remote" else "stdio"].fork(name)
             if forked is not None:
                 return forked
         return await exec_worker(name)
 
+    async def aclose(self) -> None:
+        for zygote in self._zygotes.values():
+            await zygote.aclose()
+
+
+class Zygote:
+    """One zygote process (of a kind), started when first needed, and the socket to it."""
+
+    def __init__(self, kind: ZygoteKind) -> None:
+        self.kind = kind
+        self._zygote: trio.Process | None = None
+        self._sock: socket.socket | None = None
+        self._lock = trio.Lock()  # one request to the zygote at a time
+        self._failures = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._zygote.pid if self._zygote is not None and self._zygote.returncode is None else None
+
+    async def fork(self, name: str) -> ForkedWorker | None:
+        """A worker forked from this zygote, or None (then it is started with exec)."""
+        if self._failures >= MAX_ZYGOTE_FAILURES:
+            return None
+        async with self._lock:
+            return await self._fork(name)
+
     async def _fork(self, name: str) -> ForkedWorker | None:
-        if (self._sock is None or self.zygote_pid is None) and not await self._start_zygote():
+        if (self._sock is None or self.pid is None) and not await self._start_zygote():
             return None
         assert self._sock is not None
         stdin_r, stdin_w = os.pipe()
@@ -173,7 +206,7 @@ class Spawner:
         ours.setblocking(False)
         try:
             self._zygote = await trio.lowlevel.open_process(
-                zygote_argv(),
+                zygote_argv(self.kind),
                 stdin=theirs.fileno(),
                 stdout=subprocess.DEVNULL,
             )
@@ -192,7 +225,7 @@ class Spawner:
         if ready != b"ready":
             await self._zygote_failed(f"the zygote did not start: {ready.decode(errors='replace')}")
             return False
-        log.debug("zygote %d ready", self._zygote.pid)
+        log.debug("%s zygote %d ready", self.kind, self._zygote.pid)
         return True
 
     async def _zygote_failed(self, why: str) -> None:

@@ -1,0 +1,105 @@
+"""Stdio workers speak MCP themselves and never load the SDK's stack; remote workers come from a zygote
+of their own, started only when a remote server needs a worker. Real supervisor, zygotes, workers
+and servers.
+
+Whether a process has loaded pydantic (and so the SDK's models, which need it) shows in its
+``/proc/PID/maps``: pydantic's core is a compiled library, mapped once imported.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from supervisor.shared.processes import children
+from tests.e2e.harness import TEST_SERVER, SupervisorProcess, poll, stdio_test_server
+
+pytestmark = pytest.mark.e2e
+
+Start = Callable[..., SupervisorProcess]
+PYDANTIC = "_pydantic_core"  # the compiled library pydantic maps
+
+
+def comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def zygotes(sup: SupervisorProcess) -> dict[str, int]:
+    return {comm(pid): pid for pid in children(sup.process.pid) if comm(pid).startswith("mcp-zygote")}
+
+
+def maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_a_stdio_worker_serves_tools_resources_and_prompts_without_loading_pydantic(
+    start_supervisor: Start,
+) -> None:
+    sup = start_supervisor(
+        {"a": stdio_test_server(TEST_SERVER_RESOURCES=1), "b": stdio_test_server(TEST_SERVER_RESOURCES=1)}
+    )
+    assert sup.client.call_tool("mcp_a_echo", {"text": "lean"}).text == "lean"
+    assert sup.client.list_resources("a")
+    assert sup.client.list_prompts("a")
+    assert sup.client.list_resource_templates("a") is not None
+    assert set(zygotes(sup)) == {"mcp-zygote"}  # no remote server: no second zygote
+    for pid in [*zygotes(sup).values(), *(row.worker_pid for row in sup.status().values())]:
+        assert pid is not None
+        assert PYDANTIC not in maps(pid), f"process {pid} ({comm(pid)}) loaded pydantic"
+
+
+def test_a_prompt_loads_the_sdks_models_in_its_own_worker_only(start_supervisor: Start) -> None:
+    sup = start_supervisor(
+        {"a": stdio_test_server(TEST_SERVER_RESOURCES=1), "b": stdio_test_server(TEST_SERVER_RESOURCES=1)}
+    )
+    prompt = sup.client.list_prompts("a")[0]
+    assert sup.client.get_prompt(prompt.name, {key["name"]: "x" for key in prompt.arguments}).messages
+    rows = sup.status()
+    assert rows["a"].worker_pid is not None and rows["b"].worker_pid is not None
+    assert PYDANTIC in maps(rows["a"].worker_pid)
+    assert PYDANTIC not in maps(rows["b"].worker_pid)
+    assert PYDANTIC not in maps(zygotes(sup)["mcp-zygote"])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepting(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_remote_workers_are_forked_from_a_zygote_of_their_own(start_supervisor: Start) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(TEST_SERVER), "--http", str(port)],
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        poll("the HTTP test server to listen", lambda: server.poll() is not None or _accepting(port), 30)
+        sup = start_supervisor({"local": stdio_test_server(), "far": {"url": f"http://127.0.0.1:{port}/mcp"}})
+        assert sup.client.call_tool("mcp_far_echo", {"text": "remote"}).text == "remote"
+        assert sup.client.call_tool("mcp_local_echo", {"text": "local"}).text == "local"
+        forks = zygotes(sup)
+        assert set(forks) == {"mcp-zygote", "mcp-zygote-http"}
+        rows = sup.status()
+        assert rows["far"].worker_pid is not None and rows["local"].worker_pid is not None
+        assert PYDANTIC in maps(forks["mcp-zygote-http"])  # preloaded there: shared by remote workers
+        assert PYDANTIC in maps(rows["far"].worker_pid)
+        assert PYDANTIC not in maps(rows["local"].worker_pid)
+        assert PYDANTIC not in maps(forks["mcp-zygote"])
+    finally:
+        server.kill()
+        server.wait(10)
