@@ -62,7 +62,6 @@ class AsyncSupervisorClient(StubBase):
         self._watch: HandshakeWatch | None = None
         self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
         self._open: AsyncExitStack | None = None  # what __aexit__ undoes
-        self._reading: anyio.CancelScope | None = None
         self._origin: AsyncSupervisorClient | None = None  # for ``as_client``: the client that reads
 
     async def __aenter__(self) -> Self:
@@ -272,32 +271,33 @@ class AsyncSupervisorClient(StubBase):
                 await anyio.wait_readable(watch.fd)
 
     def _wake_reader_if_readable(self) -> None:
-        # A send can consume the FD's edge while the reader waits on it.
+        """After a send: the replies it made readable, handed to their waiters now. A send can consume
+        the FD's edge while the reader waits on it (the reader would not wake for them), so the sender
+        reads them itself, as the reader would; once the queue is read empty, the next reply raises a
+        new edge, and the reader wakes for it."""
         assert self._sock is not None
-        reader = self._origin or self  # the client whose task reads
-        if reader._reading is not None and readable(self._sock):
-            reader._reading.cancel()
+        if readable(self._sock):
+            (self._origin or self)._hand_out(self._sock)
+
+    def _hand_out(self, sock: zmq.Socket[bytes]) -> None:
+        """Every reply queued, to the request waiting for its id (none waits: dropped)."""
+        try:
+            while True:
+                try:
+                    reply = decode_front_reply(sock.recv(zmq.NOBLOCK))
+                except msgspec.DecodeError:
+                    continue  # not from a supervisor we understand; nobody is waiting for it
+                waiter = self._waiters.get(reply.id)
+                if waiter is not None:
+                    waiter.send_nowait(reply)
+        except zmq.Again:
+            pass
 
     async def _read_replies(self) -> None:
         sock = self._sock
         assert sock is not None
         fd = fd_of(sock)
         while True:
-            try:
-                while True:
-                    try:
-                        reply = decode_front_reply(sock.recv(zmq.NOBLOCK))
-                    except msgspec.DecodeError:
-                        continue  # not from a supervisor we understand; nobody is waiting for it
-                    waiter = self._waiters.get(reply.id)
-                    if waiter is not None:
-                        waiter.send_nowait(reply)
-            except zmq.Again:
-                pass
-            with anyio.CancelScope() as scope:
-                self._reading = scope
-                try:
-                    if not readable(sock):
-                        await anyio.wait_readable(fd)
-                finally:
-                    self._reading = None
+            self._hand_out(sock)
+            if not readable(sock):
+                await anyio.wait_readable(fd)

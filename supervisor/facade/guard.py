@@ -2,7 +2,8 @@
 arrive.
 
 Above: ``supervisor.facade.run.serve_http``, which gives uvicorn ``guarded_protocol(...)`` as its HTTP
-protocol. Below: uvicorn's h11 protocol, whose connections these are.
+protocol. Below: uvicorn's httptools protocol (llhttp, in C: a third of the facade's time went to h11's
+parsing in Python), whose connections these are.
 
 - At most ``max_connections`` at once (below the process's descriptor limit, so a flood of
   connections can never leave the facade without descriptors). At the cap, a new connection evicts
@@ -10,7 +11,8 @@ protocol. Below: uvicorn's h11 protocol, whose connections these are.
   is closed at once: hosts that send their requests get in while trickling ones are dropped.
 - A request's head (request line and headers) must arrive whole within ``HEAD_TIMEOUT`` of the
   connection's start (or of the previous response's end), its body within ``BODY_TIMEOUT`` of the
-  head: else 408 and the connection is closed.
+  head: else 408 and the connection is closed. A head still incomplete after ``MAX_HEAD`` bytes is
+  431, and the connection closed (the parser keeps what it has of a head: this bounds it).
 - What is refused is counted, and said in one log line a second at most; so is an accept that fails
   for want of descriptors all the same (asyncio would log a traceback for each).
 """
@@ -25,15 +27,17 @@ from typing import TYPE_CHECKING, Final
 from supervisor.shared.repeats import Repeats
 
 if TYPE_CHECKING:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["ACCEPT_BACKLOG", "BODY_TIMEOUT", "HEAD_TIMEOUT", "connection_cap", "guarded_protocol"]
-__all__ += ["quiet_accept_failures"]
+__all__ = ["ACCEPT_BACKLOG", "BODY_TIMEOUT", "HEAD_TIMEOUT", "MAX_HEAD", "connection_cap", "guarded_protocol"]
+__all__ += ["GONE", "quiet_accept_failures"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
 HEAD_TIMEOUT: Final = 10.0  # seconds for a request's line and headers to arrive whole
 BODY_TIMEOUT: Final = 30.0  # seconds for its body, from its head
+GONE: Final = "mcp_supervisor.gone"  # in a request's scope["extensions"]: a future done when its host is gone
+MAX_HEAD: Final = 16 * 1024  # bytes of a request's line and headers (h11's bound); a longer head is 431
 MAX_CONNECTIONS: Final = 1000  # at most, and never above the descriptor limit less DESCRIPTORS_KEPT
 ACCEPT_BACKLOG: Final = 64  # the listen backlog, and so the most asyncio accepts in one go
 # Descriptors left for the rest: two accepting bursts (asyncio closes a refused connection's
@@ -72,18 +76,36 @@ def quiet_accept_failures() -> None:
         logger.addFilter(_AcceptFailures())
 
 
-def guarded_protocol(max_connections: int) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with the cap and the timeouts above (one class per listener: the
-    connections waiting for their head are shared by the listener's connections). uvicorn is
-    imported here, when an HTTP facade starts: the stdio facade never loads it."""
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+def _refusal(status: bytes, why: bytes) -> bytes:
+    body = b'{"error": "%s"}' % why
+    head = b"HTTP/1.1 %s\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d\r\n\r\n"
+    return head % (status, len(body)) + body
+
+
+TOO_SLOW: Final = _refusal(b"408 Request Timeout", b"the request did not arrive in time")
+TOO_LONG: Final = _refusal(
+    b"431 Request Header Fields Too Large", b"the request head is over %d bytes" % MAX_HEAD
+)
+
+
+def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with the cap, the timeouts and the head's bound above (one class per
+    listener: the connections waiting for their head are shared by the listener's connections).
+    uvicorn is imported here, when an HTTP facade starts: the stdio facade never loads it.
+
+    The request's progress is the parser's, told by its callbacks: a request begins (its first byte),
+    its head is whole, the request is whole. A connection waits for a head from its start and from
+    each response's end (when no next request has begun meanwhile, pipelined)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     waiting: dict[Guarded, None] = {}  # connections whose request head has not come, oldest first
     repeats = Repeats(log)
 
-    class Guarded(H11Protocol):
+    class Guarded(HttpToolsProtocol):
         _timer: asyncio.TimerHandle | None = None
+        _arrived = False  # the last request begun on this connection has arrived whole
+        _head = 0  # bytes received of a head still incomplete
+        _gone: asyncio.Future[None] | None = None  # done when the connection is lost (GONE)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -108,25 +130,51 @@ def guarded_protocol(max_connections: int) -> type[H11Protocol]:
             self._await_head()
 
         def data_received(self, data: bytes) -> None:
+            heading = self in waiting
             super().data_received(data)
-            if self.transport.is_closing():
-                return
-            state = self.conn.their_state
-            if state is h11.SEND_BODY and self in waiting:  # the head came: now its body
-                del waiting[self]
-                self._arm(BODY_TIMEOUT)
-            elif state is h11.DONE and self._timer is not None:  # the whole request came
-                waiting.pop(self, None)
+            if heading and self in waiting and not self.transport.is_closing():  # still no whole head
+                self._head += len(data)
+                if self._head > MAX_HEAD:
+                    repeats.log("heads too long", logging.WARNING, "a request head over %d bytes", MAX_HEAD)
+                    self._refuse(TOO_LONG)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._gone is None:
+                self._gone = self.loop.create_future()
+            self.scope["extensions"] = {GONE: self._gone}  # type: ignore[dict-item]  # ours, beside ASGI's
+            self._arrived = False
+            if self._timer is None:  # begun while the previous one is answered (pipelined)
+                self._await_head()
+
+        def on_headers_complete(self) -> None:
+            before = self.cycle
+            super().on_headers_complete()
+            if self.cycle is not before:  # the request's response, written through a holding transport
+                self.cycle.transport = _HeldHead(self.transport, self.loop)  # type: ignore[assignment]
+            waiting.pop(self, None)
+            self._head = 0
+            self._arm(BODY_TIMEOUT)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._arrived = True
+            waiting.pop(self, None)
+            if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing():
-                self._await_head()  # the next request, on a kept-alive connection
+            if self.transport.is_closing() or not self._arrived or not self.cycle.response_complete:
+                return  # closed, or the next request (pipelined) is arriving or being answered
+            self._arrived = False
+            self._await_head()  # the next request, on a kept-alive connection
 
         def connection_lost(self, exc: Exception | None) -> None:
             waiting.pop(self, None)
+            if self._gone is not None and not self._gone.done():
+                self._gone.set_result(None)
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -134,6 +182,7 @@ def guarded_protocol(max_connections: int) -> type[H11Protocol]:
 
         def _await_head(self) -> None:
             waiting[self] = None
+            self._head = 0
             self._arm(HEAD_TIMEOUT)
 
         def _arm(self, seconds: float) -> None:
@@ -143,7 +192,7 @@ def guarded_protocol(max_connections: int) -> type[H11Protocol]:
 
         def _too_slow(self) -> None:
             self._timer = None
-            if self.conn.their_state is not h11.DONE:
+            if not self._arrived:
                 repeats.log(
                     "requests too slow",
                     logging.WARNING,
@@ -151,18 +200,59 @@ def guarded_protocol(max_connections: int) -> type[H11Protocol]:
                 )
                 self._refuse()
 
-        def _refuse(self) -> None:
-            """408 when no response has begun, and the connection closed."""
+        def _refuse(self, answer: bytes = TOO_SLOW) -> None:
+            """``answer`` (408 unless said) when no response has begun, and the connection closed."""
             waiting.pop(self, None)
             if self.transport.is_closing():
                 return
             if self.cycle is None or not self.cycle.response_started:
-                body = b'{"error": "the request did not arrive in time"}'
-                head = (
-                    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                    b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(body)
-                )
-                self.transport.write(head + body)
+                self.transport.write(answer)
             self.transport.close()
 
     return Guarded
+
+
+class _HeldHead:
+    """One response's side of a connection's transport, as uvicorn's response cycle writes to it: the
+    head (the first write) is held until the next write, which goes with it, or until the event loop's
+    next turn. A response whose body follows at once (the fast path's, any JSON answer) then leaves in
+    one segment: one system call here, and the host reads it whole, woken once instead of twice."""
+
+    __slots__ = ("_flush", "_gone", "_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+        self._flush: asyncio.Handle | None = None  # the held head's write at the loop's next turn
+        self._gone = False  # the head has been written
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data = self._release() + data
+        elif not self._gone:
+            self._held = data
+            self._flush = self._loop.call_soon(self._write_held)
+            return
+        self._transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def close(self) -> None:
+        self._write_held()
+        self._transport.close()
+
+    def _write_held(self) -> None:
+        if self._held is not None:
+            held = self._release()
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def _release(self) -> bytes:
+        held, self._held, self._gone = self._held, None, True
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        assert held is not None
+        return held

@@ -26,6 +26,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
+import msgspec
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
@@ -33,13 +34,14 @@ from mcp.shared.inbound import (
     MCP_NAME_HEADER,
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
+    X_MCP_HEADER_KEY,
     decode_header_value,
-    find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.facade.express import Express, Taken
+from supervisor.facade.guard import GONE
 from supervisor.facade.served_tools import ServedTools
 
 __all__ = ["SSE_PING_INTERVAL", "FastLane"]
@@ -60,9 +62,17 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _PING: Final = b": ping\r\n\r\n"
-_PARAM_PREFIX: Final = MCP_PARAM_HEADER_PREFIX.lower()
+_PARAM_PREFIX: Final = MCP_PARAM_HEADER_PREFIX.lower().encode()
 _JSON_TYPES: Final = frozenset({"*/*", "application/*", "application/json"})
 _SSE_TYPES: Final = frozenset({"*/*", "text/*", "text/event-stream"})
+_VERSION: Final = MCP_PROTOCOL_VERSION_HEADER.encode()
+_METHOD: Final = MCP_METHOD_HEADER.encode()
+_NAME: Final = MCP_NAME_HEADER.encode()
+_ROUTING: Final = frozenset({_VERSION, _METHOD, _NAME})  # the SDK refuses any of them twice
+_READ: Final = frozenset({b"content-type", b"accept", b"content-length", b"mcp-session-id"})
+_MODERN: Final = {version.encode(): version for version in MODERN_PROTOCOL_VERSIONS}
+_MIRRORED: Final = msgspec.json.encode(X_MCP_HEADER_KEY)  # in a schema that may mirror arguments in headers
+MAX_KEPT: Final = 64  # distinct Accept and Content-Type values whose verdict is kept
 
 
 class FastLane:
@@ -73,48 +83,68 @@ class FastLane:
         self._express = express
         self._tools = tools
         self._path = path
+        self._headers = _Headers()
+        self._schemas: dict[str, tuple[dict[str, Any], bool]] = {}  # tool -> (its schema, whether it mirrors)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self._path:
             await self._app(scope, receive, send)
             return
-        headers = _headers(scope)
+        headers = self._headers.of(scope["headers"])
         if headers is None:
             await self._app(scope, receive, send)
             return
         read: list[Message] = []
-        body = await _body(receive, read, headers)
+        body = await _body(receive, read)
         taken = None if body is None else self._express.take(body, None)
         if taken is None or not self._agrees(taken, headers):
             await self._app(scope, _replaying(read, receive), send)
             return
-        await self._answer(taken, receive, send)
+        await self._answer(taken, scope, receive, send)
 
-    def _agrees(self, taken: Taken, headers: dict[str, str]) -> bool:
+    def _agrees(self, taken: Taken, headers: _Routing) -> bool:
         """Whether the SDK would serve ``taken`` as the fast path does: its headers agree with the body,
         and it needs nothing the SDK's entry does otherwise (progress, Mcp-Param headers)."""
-        if taken.progress is not None or headers.get(MCP_PROTOCOL_VERSION_HEADER) != taken.version:
-            return False
-        if headers.get(MCP_METHOD_HEADER) != taken.method:
+        if taken.progress is not None or headers.version != taken.version or headers.method != taken.method:
             return False
         if taken.method != "tools/call":
             return True
-        if decode_header_value(headers.get(MCP_NAME_HEADER)) != taken.name:
+        if headers.name is None or decode_header_value(headers.name.decode("latin-1")) != taken.name:
             return False
         if taken.arguments:
             schema = self._tools.input_schema(taken.name)
-            if schema is not None and validate_mcp_param_headers(schema, taken.arguments, {}) is not None:
+            if (
+                schema is not None
+                and self._mirrors(taken.name, schema)
+                and validate_mcp_param_headers(schema, taken.arguments, {}) is not None
+            ):
                 return False
         return True
 
-    async def _answer(self, taken: Taken, receive: Receive, send: Send) -> None:
+    def _mirrors(self, name: str, schema: dict[str, Any]) -> bool:
+        """Whether ``schema`` may mirror an argument in an ``Mcp-Param-*`` header (an ``x-mcp-header``
+        anywhere in it); kept for each tool's schema as listed, as the SDK's check walks it all."""
+        kept = self._schemas.get(name)
+        if kept is None or kept[0] is not schema:
+            if len(self._schemas) >= MAX_KEPT * 16:
+                self._schemas.clear()
+            kept = self._schemas[name] = (schema, _MIRRORED in msgspec.json.encode(schema))
+        return kept[1]
+
+    async def _answer(self, taken: Taken, scope: Scope, receive: Receive, send: Send) -> None:
         """The answer, as JSON; as an event stream once the call outlasts ``SSE_PING_INTERVAL``.
 
-        The watches are asyncio's own (uvicorn serves on asyncio): a task that waits for the host's
-        disconnect, and a timer for the stream; anyio's cancel scopes cost more than the rest."""
+        The watches are asyncio's own (uvicorn serves on asyncio): the connection's end, which the
+        guarded protocol signals (``guard.GONE``; elsewhere, a task that waits for the host's
+        disconnect), and a timer for the stream; anyio's cancel scopes cost more than the rest."""
         exchange = _Exchange(send, asyncio.current_task())
         loop = asyncio.get_running_loop()
-        watch = loop.create_task(exchange.watch(receive))
+        gone: asyncio.Future[None] | None = scope.get("extensions", {}).get(GONE)
+        watch = None
+        if gone is not None:
+            gone.add_done_callback(exchange.went)
+        else:
+            watch = loop.create_task(exchange.watch(receive))
         timer = loop.call_later(SSE_PING_INTERVAL, exchange.start_stream)
         try:
             body, code = await self._express.answer(taken)
@@ -126,7 +156,10 @@ class FastLane:
             return  # the host went away: nobody to answer
         finally:
             timer.cancel()
-            watch.cancel()
+            if gone is not None:
+                gone.remove_done_callback(exchange.went)
+            if watch is not None:
+                watch.cancel()
         if exchange.pings is not None:  # the answer ends the event stream
             exchange.pings.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -137,7 +170,7 @@ class FastLane:
             await send({"type": "http.response.body", "body": event, "more_body": False})
             return
         status = 200 if code is None else ERROR_CODE_HTTP_STATUS.get(code, 200)
-        headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+        headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -152,12 +185,16 @@ class _Exchange:
         self.pings: asyncio.Task[None] | None = None  # once the answer is an event stream
         self.streaming = False  # its head sent
 
-    async def watch(self, receive: Receive) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+    def went(self, _: object = None) -> None:
+        """The host went away: the request's task is cancelled."""
         self.gone = True
         if self.task is not None:
             self.task.cancel()
+
+    async def watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.went()
 
     def start_stream(self) -> None:
         self.pings = asyncio.get_running_loop().create_task(self._ping())
@@ -170,32 +207,73 @@ class _Exchange:
             await asyncio.sleep(SSE_PING_INTERVAL)
 
 
-def _headers(scope: Scope) -> dict[str, str] | None:
-    """The request's headers, when it is one the lane may take by its headers alone; else None."""
-    raw: list[tuple[bytes, bytes]] = scope["headers"]
-    pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
-    headers = dict(pairs)
-    if (
-        headers.get(MCP_PROTOCOL_VERSION_HEADER) not in MODERN_PROTOCOL_VERSIONS
-        or "mcp-session-id" in headers
-    ):
-        return None
-    if not headers.get("content-type", "").lower().startswith("application/json"):
-        return None
-    accepted = {part.strip().split(";")[0].strip().lower() for part in headers.get("accept", "").split(",")}
-    if not accepted & _JSON_TYPES or not accepted & _SSE_TYPES:
-        return None
-    if find_duplicated_routing_header(pairs) is not None or any(
-        name.startswith(_PARAM_PREFIX) for name in headers
-    ):
-        return None
-    length = headers.get("content-length")
-    if length is not None and (not length.isdecimal() or int(length) > MAX_BODY):
-        return None
-    return headers
+class _Routing(msgspec.Struct, frozen=True):
+    """What the lane reads of a request's headers: its protocol version and routing headers."""
+
+    version: str
+    method: str | None
+    name: bytes | None  # as sent
 
 
-async def _body(receive: Receive, read: list[Message], headers: dict[str, str]) -> bytes | None:
+class _Headers:
+    """The lane's reading of a request's headers, with the verdicts on ``Accept`` and ``Content-Type``
+    values kept (a host sends the same ones each time)."""
+
+    def __init__(self) -> None:
+        self._accepts: dict[bytes, bool] = {}
+        self._types: dict[bytes, bool] = {}
+
+    def of(self, raw: list[tuple[bytes, bytes]]) -> _Routing | None:
+        """The request's ``_Routing``, when it is one the lane may take by its headers alone; else None.
+        Header names come lowercased from the server (uvicorn's parsers)."""
+        routing: dict[bytes, bytes] = {}
+        read: dict[bytes, bytes] = {}
+        for name, value in raw:
+            if name in _ROUTING:
+                if name in routing:  # duplicated: the SDK refuses it
+                    return None
+                routing[name] = value
+            elif name in _READ:
+                read[name] = value
+            elif name.startswith(_PARAM_PREFIX):
+                return None
+        version = _MODERN.get(routing.get(_VERSION, b""))
+        if version is None or b"mcp-session-id" in read:
+            return None
+        if not self._json(read.get(b"content-type", b"")) or not self._accepted(read.get(b"accept", b"")):
+            return None
+        length = read.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            return None
+        method = routing.get(_METHOD)
+        return _Routing(version, None if method is None else method.decode("latin-1"), routing.get(_NAME))
+
+    def _json(self, value: bytes) -> bool:
+        verdict = self._types.get(value)
+        if verdict is None:
+            verdict = value.decode("latin-1").lower().startswith("application/json")
+            self._types = _kept(self._types, value, verdict)
+        return verdict
+
+    def _accepted(self, value: bytes) -> bool:
+        verdict = self._accepts.get(value)
+        if verdict is None:
+            accepted = {
+                part.strip().split(";")[0].strip().lower() for part in value.decode("latin-1").split(",")
+            }
+            verdict = bool(accepted & _JSON_TYPES) and bool(accepted & _SSE_TYPES)
+            self._accepts = _kept(self._accepts, value, verdict)
+        return verdict
+
+
+def _kept(verdicts: dict[bytes, bool], value: bytes, verdict: bool) -> dict[bytes, bool]:
+    if len(verdicts) >= MAX_KEPT:
+        verdicts = {}
+    verdicts[value] = verdict
+    return verdicts
+
+
+async def _body(receive: Receive, read: list[Message]) -> bytes | None:
     """The request's body, each message kept in ``read``; None when it is not one the lane takes."""
     chunks: list[bytes] = []
     size = 0

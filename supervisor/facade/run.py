@@ -285,6 +285,10 @@ async def serve_http(
         backlog=ACCEPT_BACKLOG,  # asyncio accepts this many at a time: the cap's margin (guard)
         log_level=log_level,
         lifespan="on",
+        # Nothing here reads the client's address or scheme: no X-Forwarded-* rewriting of each request,
+        # and no "server: uvicorn" header on each answer for the host to parse.
+        proxy_headers=False,
+        server_header=False,
         timeout_graceful_shutdown=DRAIN_GRACE,
     )
     server = Server(config)
