@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Self, TypeVar
@@ -75,7 +76,8 @@ class AsyncSupervisorClient(StubBase):
                 stack.callback(self._watch.close)
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)  # undone first: the tasks end, then the sockets close
-            tasks.start_soon(self._read_replies)
+            if not self._read_in_loop(self._sock, stack):
+                tasks.start_soon(self._read_replies)
             if self._watch is not None:
                 tasks.start_soon(self._watch_handshakes, self._watch)
             self._open = stack.pop_all()
@@ -292,6 +294,26 @@ class AsyncSupervisorClient(StubBase):
                     waiter.send_nowait(reply)
         except zmq.Again:
             pass
+
+    def _read_in_loop(self, sock: zmq.Socket[bytes], stack: AsyncExitStack) -> bool:
+        """On asyncio, the replies are read by a callback the event loop runs whenever the socket's FD is
+        readable, registered once: no task woken for each reply, nor an FD registered and dropped for
+        each wait, as ``anyio.wait_readable`` does. False elsewhere (trio): a task reads them."""
+        asyncio = sys.modules.get("asyncio")  # loaded when the application runs on it; never imported here
+        if asyncio is None:
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no asyncio loop: trio's
+            return False
+        fd = fd_of(sock)
+        loop.add_reader(fd, self._on_readable, sock)
+        stack.callback(loop.remove_reader, fd)
+        return True
+
+    def _on_readable(self, sock: zmq.Socket[bytes]) -> None:
+        while readable(sock):  # also re-arms the FD's edge
+            self._hand_out(sock)
 
     async def _read_replies(self) -> None:
         sock = self._sock
