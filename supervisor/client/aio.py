@@ -16,8 +16,8 @@ callback raising).
 from __future__ import annotations
 
 import inspect
-import math
 import sys
+from collections import deque
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Self, TypeVar
@@ -26,7 +26,6 @@ import anyio
 import anyio.abc
 import msgspec
 import zmq
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from supervisor.client.aio_events import AsyncEventWatch, AsyncToolCache
 from supervisor.client.answers import Handler, answer_failed, answer_with, request_params
@@ -61,7 +60,7 @@ class AsyncSupervisorClient(StubBase):
     def _init_transport(self) -> None:
         self._sock: zmq.Socket[bytes] | None = None
         self._watch: HandshakeWatch | None = None
-        self._waiters: dict[int, MemoryObjectSendStream[FrontReply]] = {}
+        self._waiters: dict[int, _Replies] = {}
         self._open: AsyncExitStack | None = None  # what __aexit__ undoes
         self._origin: AsyncSupervisorClient | None = None  # for ``as_client``: the client that reads
 
@@ -153,52 +152,44 @@ class AsyncSupervisorClient(StubBase):
         if sock is None:
             raise SupervisorError("use the client as 'async with AsyncSupervisorClient() as sup'")
         wait = self.request_timeout if wait is None else wait
-        # Unbounded, but the supervisor sends one terminal reply and a few progress notifications a second.
-        send, receive = anyio.create_memory_object_stream[FrontReply](math.inf)
-        with send, receive:
-            self._waiters[request.id] = send
-            in_flight = False  # sent, and not yet answered
-            try:
-                if self._watch is not None:
-                    self._watch.redial(sock)
-                sock.send(encode(request), zmq.NOBLOCK)
-                in_flight = True
-                self._wake_reader_if_readable()
-                probe = Liveness(wait, self.endpoint)
-                with anyio.move_on_after(wait):
-                    while True:
-                        try:
-                            reply = await self._next_reply(sock, receive, probe)
-                        except anyio.EndOfStream:
-                            break
-                        if isinstance(reply, ServerRequest):
-                            sock.send(encode(await self._answer(reply)), zmq.NOBLOCK)
-                            self._wake_reader_if_readable()
-                            continue
-                        if not isinstance(reply, CallProgress):
-                            in_flight = False
-                            return reply
-                        if progress is not None and inspect.isawaitable(
-                            notified := progress(reply.progress, reply.total, reply.message)
-                        ):
-                            await notified
-                while True:  # the wait is over: its answer may have come while a handler ran late
+        receive = self._waiters[request.id] = _Replies()
+        in_flight = False  # sent, and not yet answered
+        try:
+            if self._watch is not None:
+                self._watch.redial(sock)
+            sock.send(encode(request), zmq.NOBLOCK)
+            in_flight = True
+            self._wake_reader_if_readable()
+            probe = Liveness(wait, self.endpoint)
+            with anyio.move_on_after(wait):
+                while True:
                     try:
-                        reply = receive.receive_nowait()
-                    except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                        reply = await self._next_reply(sock, receive, probe)
+                    except anyio.EndOfStream:
                         break
-                    if not isinstance(reply, CallProgress | ServerRequest):
+                    if isinstance(reply, ServerRequest):
+                        sock.send(encode(await self._answer(reply)), zmq.NOBLOCK)
+                        self._wake_reader_if_readable()
+                        continue
+                    if not isinstance(reply, CallProgress):
                         in_flight = False
                         return reply
-            finally:
-                del self._waiters[request.id]
-                if in_flight:  # cancelled, or given up on: the supervisor need not carry on with it
-                    self._cancel(sock, request.id)
+                    if progress is not None and inspect.isawaitable(
+                        notified := progress(reply.progress, reply.total, reply.message)
+                    ):
+                        await notified
+            while receive.pending:  # the wait is over: its answer may have come while a handler ran late
+                reply = receive.receive_nowait()
+                if not isinstance(reply, CallProgress | ServerRequest):
+                    in_flight = False
+                    return reply
+        finally:
+            del self._waiters[request.id]
+            if in_flight:  # cancelled, or given up on: the supervisor need not carry on with it
+                self._cancel(sock, request.id)
         raise no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
 
-    async def _next_reply(
-        self, sock: zmq.Socket[bytes], receive: MemoryObjectReceiveStream[FrontReply], probe: Liveness
-    ) -> FrontReply:
+    async def _next_reply(self, sock: zmq.Socket[bytes], receive: _Replies, probe: Liveness) -> FrontReply:
         """The next reply to one request; in a long wait, the supervisor pinged when it falls silent
         (``Liveness``: ``SupervisorUnreachableError`` when it does not answer). ``EndOfStream`` when a
         failed handshake ended the wait."""
@@ -211,18 +202,17 @@ class AsyncSupervisorClient(StubBase):
                 return reply
             ping = probe.due(anyio.current_time(), self._requests)
             if ping is not None:
-                pings, answered = anyio.create_memory_object_stream[FrontReply](1)
-                self._waiters[ping.id] = pings
+                answered = self._waiters[ping.id] = _Replies()
                 try:
                     sock.send(encode(ping), zmq.NOBLOCK)
                     self._wake_reader_if_readable()
-                    with anyio.move_on_after(LIVENESS_WAIT), pings, answered:
+                    with anyio.move_on_after(LIVENESS_WAIT):
                         probe.heard(await answered.receive(), anyio.current_time())
                 except anyio.EndOfStream:
                     pass  # a failed handshake: the request's own stream ends too
                 finally:
                     self._waiters.pop(ping.id, None)
-                if receive.statistics().current_buffer_used:
+                if receive.pending:
                     probe.alive(anyio.current_time())  # the request's own reply came meanwhile
                 probe.due(anyio.current_time(), self._requests)  # unanswered: UNREACHABLE
 
@@ -278,22 +268,19 @@ class AsyncSupervisorClient(StubBase):
         reads them itself, as the reader would; once the queue is read empty, the next reply raises a
         new edge, and the reader wakes for it."""
         assert self._sock is not None
-        if readable(self._sock):
-            (self._origin or self)._hand_out(self._sock)
+        (self._origin or self)._hand_out(self._sock)
 
     def _hand_out(self, sock: zmq.Socket[bytes]) -> None:
-        """Every reply queued, to the request waiting for its id (none waits: dropped)."""
-        try:
-            while True:
-                try:
-                    reply = decode_front_reply(sock.recv(zmq.NOBLOCK))
-                except msgspec.DecodeError:
-                    continue  # not from a supervisor we understand; nobody is waiting for it
-                waiter = self._waiters.get(reply.id)
-                if waiter is not None:
-                    waiter.send_nowait(reply)
-        except zmq.Again:
-            pass
+        """Every reply queued, to the request waiting for its id (none waits: dropped). The queue is
+        asked before each read (which also re-arms the FD's edge), so that no read fails."""
+        while readable(sock):
+            try:
+                reply = decode_front_reply(sock.recv(zmq.NOBLOCK))
+            except msgspec.DecodeError:
+                continue  # not from a supervisor we understand; nobody is waiting for it
+            waiter = self._waiters.get(reply.id)
+            if waiter is not None:
+                waiter.send_nowait(reply)
 
     def _read_in_loop(self, sock: zmq.Socket[bytes], stack: AsyncExitStack) -> bool:
         """On asyncio, the replies are read by a callback the event loop runs whenever the socket's FD is
@@ -307,19 +294,57 @@ class AsyncSupervisorClient(StubBase):
         except RuntimeError:  # no asyncio loop: trio's
             return False
         fd = fd_of(sock)
-        loop.add_reader(fd, self._on_readable, sock)
+        loop.add_reader(fd, self._hand_out, sock)
         stack.callback(loop.remove_reader, fd)
         return True
-
-    def _on_readable(self, sock: zmq.Socket[bytes]) -> None:
-        while readable(sock):  # also re-arms the FD's edge
-            self._hand_out(sock)
 
     async def _read_replies(self) -> None:
         sock = self._sock
         assert sock is not None
         fd = fd_of(sock)
         while True:
-            self._hand_out(sock)
-            if not readable(sock):
-                await anyio.wait_readable(fd)
+            self._hand_out(sock)  # until the queue is empty: the FD's edge re-armed
+            await anyio.wait_readable(fd)
+
+
+class _Replies:
+    """One request's replies as the reader hands them out (its terminal reply, and the progress and
+    server requests before it), unbounded: the supervisor sends one terminal reply and a few progress
+    notifications a second. Lighter than a memory object stream, whose every ``receive`` is a
+    checkpoint and notes the waiting task; ``close`` ends the wait (``EndOfStream``: a failed
+    handshake)."""
+
+    __slots__ = ("_closed", "_queue", "_ready")
+
+    def __init__(self) -> None:
+        self._queue: deque[FrontReply] = deque()
+        self._ready: anyio.Event | None = None  # set when a reply comes, while one is awaited
+        self._closed = False
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._queue)
+
+    def send_nowait(self, reply: FrontReply) -> None:
+        self._queue.append(reply)
+        if self._ready is not None:
+            self._ready.set()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._ready is not None:
+            self._ready.set()
+
+    def receive_nowait(self) -> FrontReply:
+        return self._queue.popleft()
+
+    async def receive(self) -> FrontReply:
+        while not self._queue:
+            if self._closed:
+                raise anyio.EndOfStream
+            self._ready = anyio.Event()
+            try:
+                await self._ready.wait()
+            finally:
+                self._ready = None
+        return self._queue.popleft()
