@@ -161,22 +161,20 @@ class AsyncSupervisorClient(StubBase):
             in_flight = True
             self._wake_reader_if_readable()
             probe = Liveness(wait, self.endpoint)
-            with anyio.move_on_after(wait):
-                while True:
-                    try:
-                        reply = await self._next_reply(sock, receive, probe)
-                    except anyio.EndOfStream:
-                        break
-                    if isinstance(reply, ServerRequest):
+            deadline = anyio.current_time() + wait
+            while (reply := await self._next_reply(sock, receive, probe, deadline)) is not None:
+                if isinstance(reply, ServerRequest):
+                    with anyio.CancelScope(deadline=deadline):
                         sock.send(encode(await self._answer(reply)), zmq.NOBLOCK)
                         self._wake_reader_if_readable()
-                        continue
-                    if not isinstance(reply, CallProgress):
-                        in_flight = False
-                        return reply
-                    if progress is not None and inspect.isawaitable(
-                        notified := progress(reply.progress, reply.total, reply.message)
-                    ):
+                    continue
+                if not isinstance(reply, CallProgress):
+                    in_flight = False
+                    return reply
+                if progress is not None and inspect.isawaitable(
+                    notified := progress(reply.progress, reply.total, reply.message)
+                ):
+                    with anyio.CancelScope(deadline=deadline):
                         await notified
             while receive.pending:  # the wait is over: its answer may have come while a handler ran late
                 reply = receive.receive_nowait()
@@ -189,16 +187,24 @@ class AsyncSupervisorClient(StubBase):
                 self._cancel(sock, request.id)
         raise no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
 
-    async def _next_reply(self, sock: zmq.Socket[bytes], receive: _Replies, probe: Liveness) -> FrontReply:
-        """The next reply to one request; in a long wait, the supervisor pinged when it falls silent
-        (``Liveness``: ``SupervisorUnreachableError`` when it does not answer). ``EndOfStream`` when a
-        failed handshake ended the wait."""
-        if not probe.on:
-            return await receive.receive()
+    async def _next_reply(
+        self, sock: zmq.Socket[bytes], receive: _Replies, probe: Liveness, deadline: float
+    ) -> FrontReply | None:
+        """The next reply to one request, or None once ``deadline`` has passed or a failed handshake
+        ended the wait. In a long wait, the supervisor is pinged when it falls silent (``Liveness``:
+        ``SupervisorUnreachableError`` when it does not answer). One cancel scope for each reply: its
+        deadline is the wait's, or the next look at the silence when that comes first."""
         while True:
-            with anyio.move_on_after(LIVENESS_TICK):
-                reply = await receive.receive()
-                probe.heard(reply, anyio.current_time())
+            now = anyio.current_time()
+            if now >= deadline:
+                return None
+            with anyio.CancelScope(deadline=min(deadline, now + LIVENESS_TICK) if probe.on else deadline):
+                try:
+                    reply = await receive.receive()
+                except anyio.EndOfStream:
+                    return None
+                if probe.on:
+                    probe.heard(reply, anyio.current_time())
                 return reply
             ping = probe.due(anyio.current_time(), self._requests)
             if ping is not None:
@@ -206,7 +212,7 @@ class AsyncSupervisorClient(StubBase):
                 try:
                     sock.send(encode(ping), zmq.NOBLOCK)
                     self._wake_reader_if_readable()
-                    with anyio.move_on_after(LIVENESS_WAIT):
+                    with anyio.CancelScope(deadline=min(deadline, anyio.current_time() + LIVENESS_WAIT)):
                         probe.heard(await answered.receive(), anyio.current_time())
                 except anyio.EndOfStream:
                     pass  # a failed handshake: the request's own stream ends too
@@ -214,7 +220,8 @@ class AsyncSupervisorClient(StubBase):
                     self._waiters.pop(ping.id, None)
                 if receive.pending:
                     probe.alive(anyio.current_time())  # the request's own reply came meanwhile
-                probe.due(anyio.current_time(), self._requests)  # unanswered: UNREACHABLE
+                elif anyio.current_time() < deadline:
+                    probe.due(anyio.current_time(), self._requests)  # unanswered: UNREACHABLE
 
     async def _answer(self, request: ServerRequest) -> Answer:
         """Run the handler for a server's request of the call this task waits for (awaited if async)."""

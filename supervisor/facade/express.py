@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import mcp_types as types
@@ -89,8 +88,7 @@ _TOKEN = msgspec.json.Decoder(int | str)
 _encode = msgspec.json.Encoder().encode
 
 
-@dataclass(frozen=True, slots=True)
-class Taken:
+class Taken(msgspec.Struct, frozen=True):
     """A request the fast path answers: its id, method, the host's protocol version and its params."""
 
     id: int | str
