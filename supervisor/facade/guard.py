@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Final
 from supervisor.shared.repeats import Repeats
 
 if TYPE_CHECKING:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn._types import ASGI3Application
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 __all__ = ["ACCEPT_BACKLOG", "BODY_TIMEOUT", "HEAD_TIMEOUT", "MAX_HEAD", "connection_cap", "guarded_protocol"]
 __all__ += ["GONE", "quiet_accept_failures"]
@@ -96,6 +97,7 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
     The request's progress is the parser's, told by its callbacks: a request begins (its first byte),
     its head is whole, the request is whole. A connection waits for a head from its start and from
     each response's end (when no next request has begun meanwhile, pipelined)."""
+    from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     waiting: dict[Guarded, None] = {}  # connections whose request head has not come, oldest first
@@ -106,6 +108,8 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
         _arrived = False  # the last request begun on this connection has arrived whole
         _head = 0  # bytes received of a head still incomplete
         _gone: asyncio.Future[None] | None = None  # done when the connection is lost (GONE)
+        _heading = False  # in on_headers_complete
+        _deferred: tuple[RequestResponseCycle, ASGI3Application] | None = None  # started at its body's end
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -149,7 +153,11 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
 
         def on_headers_complete(self) -> None:
             before = self.cycle
-            super().on_headers_complete()
+            self._heading = True
+            try:
+                super().on_headers_complete()
+            finally:
+                self._heading = False
             if self.cycle is not before:  # the request's response, written through a holding transport
                 self.cycle.transport = _HeldHead(self.transport, self.loop)  # type: ignore[assignment]
             waiting.pop(self, None)
@@ -163,6 +171,22 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            if self._deferred is not None:
+                cycle, app = self._deferred
+                self._deferred = None
+                if not self.transport.is_closing():
+                    super()._start_asgi_task(cycle, app)
+
+        def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+            """A request whose small body is still to come is answered once it has come: its task then
+            runs through at once, rather than running to its wait for the body and waking again (a
+            host's HTTP client writes a request's head and body apart). Not with ``Expect:
+            100-continue`` (the host waits to be asked for the body), nor for a body past uvicorn's
+            reading bound (reading would stop until the application reads)."""
+            if self._heading and not self.expect_100_continue and _small(self.headers, HIGH_WATER_LIMIT):
+                self._deferred = cycle, app
+                return
+            super()._start_asgi_task(cycle, app)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -173,6 +197,7 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             waiting.pop(self, None)
+            self._deferred = None
             if self._gone is not None and not self._gone.done():
                 self._gone.set_result(None)
             if self._timer is not None:
@@ -210,6 +235,14 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
             self.transport.close()
 
     return Guarded
+
+
+def _small(headers: list[tuple[bytes, bytes]], limit: int) -> bool:
+    """Whether the request's ``Content-Length`` says a body of at most ``limit`` bytes."""
+    for name, value in headers:
+        if name == b"content-length":
+            return value.isdigit() and int(value) <= limit
+    return False
 
 
 class _HeldHead:
