@@ -18,9 +18,10 @@ from __future__ import annotations
 import inspect
 import sys
 from collections import deque
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import anyio
 import anyio.abc
@@ -63,6 +64,7 @@ class AsyncSupervisorClient(StubBase):
         self._waiters: dict[int, _Replies] = {}
         self._open: AsyncExitStack | None = None  # what __aexit__ undoes
         self._origin: AsyncSupervisorClient | None = None  # for ``as_client``: the client that reads
+        self._future: Callable[[], Awaitable[None]] | None = None  # asyncio's loop.create_future
 
     async def __aenter__(self) -> Self:
         async with AsyncExitStack() as stack:
@@ -152,7 +154,7 @@ class AsyncSupervisorClient(StubBase):
         if sock is None:
             raise SupervisorError("use the client as 'async with AsyncSupervisorClient() as sup'")
         wait = self.request_timeout if wait is None else wait
-        receive = self._waiters[request.id] = _Replies()
+        receive = self._waiters[request.id] = _Replies((self._origin or self)._future)
         in_flight = False  # sent, and not yet answered
         try:
             if self._watch is not None:
@@ -208,7 +210,7 @@ class AsyncSupervisorClient(StubBase):
                 return reply
             ping = probe.due(anyio.current_time(), self._requests)
             if ping is not None:
-                answered = self._waiters[ping.id] = _Replies()
+                answered = self._waiters[ping.id] = _Replies((self._origin or self)._future)
                 try:
                     sock.send(encode(ping), zmq.NOBLOCK)
                     self._wake_reader_if_readable()
@@ -303,6 +305,7 @@ class AsyncSupervisorClient(StubBase):
         fd = fd_of(sock)
         loop.add_reader(fd, self._hand_out, sock)
         stack.callback(loop.remove_reader, fd)
+        self._future = loop.create_future
         return True
 
     async def _read_replies(self) -> None:
@@ -319,13 +322,15 @@ class _Replies:
     server requests before it), unbounded: the supervisor sends one terminal reply and a few progress
     notifications a second. Lighter than a memory object stream, whose every ``receive`` is a
     checkpoint and notes the waiting task; ``close`` ends the wait (``EndOfStream``: a failed
-    handshake)."""
+    handshake). ``future``: on asyncio, the loop's ``create_future``, awaited as it is (no event
+    around it); else an anyio event is waited on."""
 
-    __slots__ = ("_closed", "_queue", "_ready")
+    __slots__ = ("_closed", "_future", "_queue", "_ready")
 
-    def __init__(self) -> None:
+    def __init__(self, future: Callable[[], Awaitable[None]] | None = None) -> None:
         self._queue: deque[FrontReply] = deque()
-        self._ready: anyio.Event | None = None  # set when a reply comes, while one is awaited
+        self._future = future
+        self._ready: Any = None  # set when a reply comes, while one is awaited: an event or a future
         self._closed = False
 
     @property
@@ -334,13 +339,20 @@ class _Replies:
 
     def send_nowait(self, reply: FrontReply) -> None:
         self._queue.append(reply)
-        if self._ready is not None:
-            self._ready.set()
+        self._wake()
 
     def close(self) -> None:
         self._closed = True
-        if self._ready is not None:
-            self._ready.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        ready = self._ready
+        if ready is None:
+            return
+        if self._future is None:
+            ready.set()
+        elif not ready.done():
+            ready.set_result(None)
 
     def receive_nowait(self) -> FrontReply:
         return self._queue.popleft()
@@ -349,9 +361,13 @@ class _Replies:
         while not self._queue:
             if self._closed:
                 raise anyio.EndOfStream
-            self._ready = anyio.Event()
             try:
-                await self._ready.wait()
+                if self._future is None:
+                    self._ready = anyio.Event()
+                    await self._ready.wait()
+                else:
+                    self._ready = self._future()
+                    await self._ready
             finally:
                 self._ready = None
         return self._queue.popleft()

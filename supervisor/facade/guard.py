@@ -20,6 +20,7 @@ parsing in Python), whose connections these are.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import resource
 from typing import TYPE_CHECKING, Final
@@ -31,12 +32,13 @@ if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 __all__ = ["ACCEPT_BACKLOG", "BODY_TIMEOUT", "HEAD_TIMEOUT", "MAX_HEAD", "connection_cap", "guarded_protocol"]
-__all__ += ["GONE", "quiet_accept_failures"]
+__all__ += ["ANSWER", "GONE", "quiet_accept_failures"]
 
 log = logging.getLogger("mcp_supervisor.facade")
 
 HEAD_TIMEOUT: Final = 10.0  # seconds for a request's line and headers to arrive whole
 BODY_TIMEOUT: Final = 30.0  # seconds for its body, from its head
+ANSWER: Final = "mcp_supervisor.answer"  # in scope["extensions"]: a whole response written at once
 GONE: Final = "mcp_supervisor.gone"  # in a request's scope["extensions"]: a future done when its host is gone
 MAX_HEAD: Final = 16 * 1024  # bytes of a request's line and headers (h11's bound); a longer head is 431
 MAX_CONNECTIONS: Final = 1000  # at most, and never above the descriptor limit less DESCRIPTORS_KEPT
@@ -98,7 +100,8 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
     its head is whole, the request is whole. A connection waits for a head from its start and from
     each response's end (when no next request has begun meanwhile, pipelined)."""
     from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+    from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
     waiting: dict[Guarded, None] = {}  # connections whose request head has not come, oldest first
     repeats = Repeats(log)
@@ -159,7 +162,9 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
             finally:
                 self._heading = False
             if self.cycle is not before:  # the request's response, written through a holding transport
-                self.cycle.transport = _HeldHead(self.transport, self.loop)  # type: ignore[assignment]
+                held = _HeldHead(self.transport, self.loop)
+                self.cycle.transport = held  # type: ignore[assignment]
+                self.scope["extensions"][ANSWER] = functools.partial(answer, self.cycle, held)  # type: ignore[assignment]
             waiting.pop(self, None)
             self._head = 0
             self._arm(BODY_TIMEOUT)
@@ -234,6 +239,38 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
                 self.transport.write(answer)
             self.transport.close()
 
+    def answer(cycle: RequestResponseCycle, held: _HeldHead, status: int, fields: bytes, body: bytes) -> bool:
+        """``ANSWER``: a whole response written at once, as uvicorn's response cycle writes one from its
+        two ASGI messages (the status line, the server's default headers, ``fields``, each line ending
+        in CRLF, and ``body``; the same bookkeeping), in one write and without the messages. False,
+        with nothing written, when the cycle cannot take it so: a response begun, a host gone, writing
+        paused (the caller then sends the messages)."""
+        if cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
+            return False
+        cycle.response_started = True
+        cycle.waiting_for_100_continue = False
+        scope = cycle.scope
+        if cycle.access_log:
+            where = get_path_with_query_string(scope)
+            said = '%s - "%s %s HTTP/%s" %d'
+            cycle.access_logger.info(
+                said, get_client_addr(scope), scope["method"], where, scope["http_version"], status
+            )
+        parts = [STATUS_LINE[status]]
+        for name, value in cycle.default_headers:
+            parts += (name, b": ", value, b"\r\n")
+        parts.append(fields)
+        if not cycle.keep_alive:
+            parts.append(b"connection: close\r\n")
+        parts += (b"\r\n", body)
+        held.write_now(b"".join(parts))
+        cycle.response_complete = True
+        cycle.message_event.set()
+        if not cycle.keep_alive:
+            held.close()
+        cycle.on_response()
+        return True
+
     return Guarded
 
 
@@ -267,6 +304,13 @@ class _HeldHead:
             self._held = data
             self._flush = self._loop.call_soon(self._write_held)
             return
+        self._transport.write(data)
+
+    def write_now(self, data: bytes) -> None:
+        """``data`` written at once, after the head held if any."""
+        if self._held is not None:
+            data = self._release() + data
+        self._gone = True
         self._transport.write(data)
 
     def is_closing(self) -> bool:

@@ -41,7 +41,7 @@ from mcp.shared.inbound import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.facade.express import Express, Taken
-from supervisor.facade.guard import GONE
+from supervisor.facade.guard import ANSWER, GONE
 from supervisor.facade.served_tools import ServedTools
 
 __all__ = ["SSE_PING_INTERVAL", "FastLane"]
@@ -51,10 +51,14 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Answer = Callable[[int, bytes, bytes], bool]  # guard.ANSWER: (status, header lines, body) -> written
 
 SSE_PING_INTERVAL: Final = 15.0  # seconds of a silent call before its answer is a pinged event stream
 MAX_BODY: Final = DEFAULT_MAX_REQUEST_BODY_SIZE  # bytes of a body the lane reads; a longer one is the SDK's
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_JSON_FIELDS: Final = (
+    b"content-type: application/json\r\ncontent-length: %d\r\n"  # the same, as ANSWER takes them
+)
 _SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -136,10 +140,13 @@ class FastLane:
 
         The watches are asyncio's own (uvicorn serves on asyncio): the connection's end, which the
         guarded protocol signals (``guard.GONE``; elsewhere, a task that waits for the host's
-        disconnect), and a timer for the stream; anyio's cancel scopes cost more than the rest."""
+        disconnect), and a timer for the stream; anyio's cancel scopes cost more than the rest. A JSON
+        answer is written whole by the guarded protocol (``guard.ANSWER``), else sent as ASGI
+        messages."""
         exchange = _Exchange(send, asyncio.current_task())
         loop = asyncio.get_running_loop()
-        gone: asyncio.Future[None] | None = scope.get("extensions", {}).get(GONE)
+        extensions = scope.get("extensions") or {}
+        gone: asyncio.Future[None] | None = extensions.get(GONE)
         watch = None
         if gone is not None:
             gone.add_done_callback(exchange.went)
@@ -170,6 +177,9 @@ class FastLane:
             await send({"type": "http.response.body", "body": event, "more_body": False})
             return
         status = 200 if code is None else ERROR_CODE_HTTP_STATUS.get(code, 200)
+        answer: Answer | None = extensions.get(ANSWER)
+        if answer is not None and answer(status, _JSON_FIELDS % len(body), body):
+            return  # written whole by the connection's protocol (guard.ANSWER)
         headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
