@@ -56,10 +56,10 @@ from supervisor.shared import tracing
 from supervisor.shared.schemas import validator
 from workers.asking import CURRENT_CALL, Asking, Running
 from workers.catalog import Catalog, CatalogError
-from workers.errors import CONNECTION_CLOSED, INVALID_PARAMS, http_error, invalid_result, rpc_error
 from workers.interest import Interests
 from workers.progress import ProgressRelay
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
+from workers.server_errors import CONNECTION_CLOSED, INVALID_PARAMS, http_error, invalid_result, rpc_error
 from workers.stdio import StdioServer
 from workers.uplink import Link
 from workers.values import InvalidArguments, decode_arguments

@@ -25,9 +25,9 @@ import msgspec
 import trio
 
 from supervisor.protocol import LOG_BURST, LOG_RATE, MAX_LOG_DATA, Interest, Logged, Updated, WorkerEvent
-from workers.errors import listen_unsupported, quiet_deprecations, rpc_error, subscription_lost
 from workers.lean import MODERN_PROTOCOL_VERSIONS
 from workers.ratelimit import RateLimit
+from workers.server_errors import listen_unsupported, quiet_deprecations, rpc_error, subscription_lost
 
 Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
 

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 import trio
 
-from workers.errors import REQUEST_TIMEOUT, UNSUPPORTED_PROTOCOL_VERSION, MCPError
 from workers.listen import Route, Subscription, listen
 from workers.messages import (
     CLIENT_CAPABILITIES_KEY,
@@ -68,6 +67,7 @@ from workers.messages import (
 from workers.messages import (
     supported as supported_versions,
 )
+from workers.server_errors import REQUEST_TIMEOUT, UNSUPPORTED_PROTOCOL_VERSION, MCPError
 from workers.stdio import StdioServer
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from supervisor.protocol import ProgressCallback
-from workers.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
+from workers.server_errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 
 if TYPE_CHECKING:
     from workers.lean import LeanClient

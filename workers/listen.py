@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 import trio
 
-from workers.errors import INTERNAL_ERROR, ListenNotSupportedError, MCPError, SubscriptionLost
+from workers.server_errors import INTERNAL_ERROR, ListenNotSupportedError, MCPError, SubscriptionLost
 
 if TYPE_CHECKING:
     from workers.lean import LeanClient

@@ -25,7 +25,7 @@ import msgspec
 import trio
 
 from supervisor.protocol import ProgressCallback, total_decoder
-from workers.errors import CONNECTION_CLOSED, INTERNAL_ERROR, MCPError
+from workers.server_errors import CONNECTION_CLOSED, INTERNAL_ERROR, MCPError
 
 __all__ = ["OWN_IDS", "OwnRequests"]
 
@@ -111,7 +111,7 @@ class OwnRequests:
         to ``progress`` as they are read, so all of them before the answer; ``trace`` adds the
         entries that carry the trace context (``traceparent``, ``tracestate``: see
         ``supervisor.shared.tracing.serve``). A JSON-RPC error, or the server's stdout ending first,
-        raises ``MCPError`` (``workers.errors``). Cancelled, it sends the server
+        raises ``MCPError`` (``workers.server_errors``). Cancelled, it sends the server
         ``notifications/cancelled``, unless ``cancel_on_abandon`` is False (the handshake's requests,
         which the spec forbids to cancel). ``request_id``: a string id of the caller's choosing
         (``subscriptions/listen``'s), else the next number above ``OWN_IDS``. Empty params are left out,

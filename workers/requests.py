@@ -36,7 +36,7 @@ import trio
 
 from supervisor.config.model import SamplingHook, ServerSpec
 from workers.asking import CallerAnswer
-from workers.errors import INTERNAL_ERROR
+from workers.server_errors import INTERNAL_ERROR
 
 if TYPE_CHECKING:  # the callbacks' models are loaded when the server first asks (``workers.lean_sdk``)
     from mcp.client.session import ClientRequestContext

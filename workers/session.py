@@ -40,12 +40,12 @@ from supervisor.shared.boot import LAST_WORD, STOP_LINE, WorkerBoot, WorkerExit
 from supervisor.shared.processes import merge_identical_pages, reap_on_sigchld
 from workers.calls import Calls
 from workers.catalog import Catalog
-from workers.errors import http_error, invalid_result, rpc_error
 from workers.interest import Interests
 from workers.lean import Event, open_client
 from workers.listing import ListingFailed, Pager
 from workers.logs import StderrRelay, one_line
 from workers.requests import ServerRequests
+from workers.server_errors import http_error, invalid_result, rpc_error
 from workers.stdio import CommandNotFound, StdioServer
 from workers.tools import ToolWatch
 from workers.trouble import HttpTrouble, LoginNeeded, login_hint

@@ -22,9 +22,9 @@ from typing import Any, Final
 import trio
 
 from supervisor.protocol import WorkerTool
-from workers.errors import http_error, listen_unsupported, rpc_error, subscription_lost
 from workers.lean import MODERN_PROTOCOL_VERSIONS
 from workers.listing import ListingFailed, Pager, Warnings, list_tools
+from workers.server_errors import http_error, listen_unsupported, rpc_error, subscription_lost
 
 Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
 

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from supervisor.config.model import RootEntry, ServerSpec
 from tests.hostile import json_values
-from workers.errors import MCPError
 from workers.lean import LeanClient
 from workers.messages import LogMessage
 from workers.own_requests import OwnRequests
 from workers.requests import ServerRequests
+from workers.server_errors import MCPError
 from workers.stdio import StdioServer
 
 WAIT = 5.0  # seconds any one wait may take
