@@ -105,12 +105,12 @@ async def serve_stdio(
 
 
 class BearerAuth:
-    """ASGI middleware: HTTP requests without ``Authorization: Bearer <one of tokens>`` get 401."""
+    """The listener's bearer tokens: a request without ``Authorization: Bearer <one of them>`` gets 401
+    (``Front`` asks ``allows``, and answers with ``refuse``)."""
 
-    def __init__(self, app: ASGIApp, tokens: Sequence[str]) -> None:
+    def __init__(self, tokens: Sequence[str]) -> None:
         if not tokens or any(not token for token in tokens):
             raise ValueError("bearer authentication needs at least one non-empty token")
-        self._app = app
         self._tokens = [token.encode() for token in tokens]
 
     def allows(self, header: bytes | None) -> bool:
@@ -121,14 +121,6 @@ class BearerAuth:
         for token in self._tokens:  # every token compared, in constant time each
             allowed |= hmac.compare_digest(offered, token)
         return allowed
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            if not self.allows(headers.get(b"authorization")):
-                await self.refuse(send)
-                return
-        await self._app(scope, receive, send)
 
     @staticmethod
     async def refuse(send: Send) -> None:
@@ -149,22 +141,13 @@ class BearerAuth:
 
 
 class SameOrigin:
-    """ASGI middleware against DNS rebinding (the MCP transport's MUST): a request whose ``Host`` does
-    not name this listener gets 421, one whose ``Origin`` is another site's gets 403, on every
-    address the facade listens on (the SDK checks only on 127.0.0.1, localhost and ::1)."""
+    """Against DNS rebinding (the MCP transport's MUST): a request whose ``Host`` does not name this
+    listener gets 421, one whose ``Origin`` is another site's gets 403, on every address the facade
+    listens on (the SDK checks only on 127.0.0.1, localhost and ::1). ``Front`` asks ``refusal``."""
 
-    def __init__(self, app: ASGIApp, hosts: HostCheck) -> None:
-        self._app = app
+    def __init__(self, hosts: HostCheck) -> None:
         self._hosts = hosts
         self._verdicts: dict[tuple[bytes, bytes | None], tuple[int, str] | None] = {}  # (Host, Origin) ->
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refused = self.refusal(dict(scope.get("headers") or []))
-            if refused is not None:
-                await _refuse(send, *refused)
-                return
-        await self._app(scope, receive, send)
 
     def refusal(self, headers: Mapping[bytes, bytes]) -> tuple[int, str] | None:
         """The status and reason a request with ``headers`` is refused with, or None; kept for each
@@ -208,36 +191,19 @@ def http_app(
     app: ASGIApp = session_app(facade.server, MCP_PATH, ours)
     if facade.options.fast:
         app = FastLane(app, facade.express, facade.tools, MCP_PATH)
-    auth = None if tokens is None else BearerAuth(app, tokens)
-    return Front(app, SameOrigin(app, HostCheck(ListenAddress(host, port), port, allow_hosts)), auth)
+    auth = None if tokens is None else BearerAuth(tokens)
+    return Front(app, SameOrigin(HostCheck(ListenAddress(host, port), port, allow_hosts)), auth)
 
 
-class InFlight:
-    """ASGI middleware: counts the requests being answered, but the long-lived event streams (GET)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-        self.count = 0
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") == "GET":
-            await self._app(scope, receive, send)
-            return
-        self.count += 1
-        try:
-            await self._app(scope, receive, send)
-        finally:
-            self.count -= 1
-
-
-class Front(InFlight):
-    """``InFlight``, ``SameOrigin`` and ``BearerAuth`` (when given) as one middleware: the request's
-    headers read once, and two await frames fewer on every request (each wait and wake of a request's
-    task passes through every frame of its stack). The checks and their answers are theirs, in their
-    order: Host, Origin, then the token."""
+class Front:
+    """The ASGI middleware in front of the app: ``SameOrigin``'s checks, then ``BearerAuth``'s (when
+    given), in that order (Host, Origin, the token), with the request's headers read once and one
+    await frame (each wait and wake of a request's task passes through every frame of its stack); and
+    ``count``, the requests being answered, but the long-lived event streams (GET)."""
 
     def __init__(self, app: ASGIApp, origin: SameOrigin, auth: BearerAuth | None) -> None:
-        super().__init__(app)
+        self._app = app
+        self.count = 0
         self._origin = origin
         self._auth = auth
 
