@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -268,3 +269,16 @@ def assert_unharmed(sup: SupervisorProcess, pids: dict[str, int | None]) -> None
 
 def worker_pids(sup: SupervisorProcess) -> dict[str, int | None]:
     return {name: row.worker_pid for name, row in sup.status().items()}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def accepting(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -39,7 +38,16 @@ from supervisor.protocol import (
     ReadResource,
     StatusReply,
 )
-from tests.e2e.harness import TEST_SERVER, SupervisorProcess, poll, raw_call, raw_client, stdio_test_server
+from tests.e2e.harness import (
+    TEST_SERVER,
+    SupervisorProcess,
+    accepting,
+    free_port,
+    poll,
+    raw_call,
+    raw_client,
+    stdio_test_server,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -182,21 +190,10 @@ def test_a_resource_read_is_cancellable_and_a_gathered_listing_is_not(sup: Super
 # ------------------------------------------------------------------ a remote server
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _accepting(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture
 def http_state(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The test server over streamable HTTP; its URL and its state directory."""
-    port, state = _free_port(), tmp_path / "http-state"
+    port, state = free_port(), tmp_path / "http-state"
     state.mkdir()
     server = subprocess.Popen(
         [sys.executable, str(TEST_SERVER), "--http", str(port)],
@@ -206,7 +203,7 @@ def http_state(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        poll("the HTTP test server to listen", lambda: server.poll() is not None or _accepting(port), 30)
+        poll("the HTTP test server to listen", lambda: server.poll() is not None or accepting(port), 30)
         assert server.poll() is None, f"the HTTP test server exited with {server.returncode}"
         yield f"http://127.0.0.1:{port}/mcp", state
     finally:

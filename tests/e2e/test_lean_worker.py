@@ -9,7 +9,6 @@ Whether a process has loaded pydantic (and so the SDK's models, which need it) s
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.shared.processes import children
-from tests.e2e.harness import TEST_SERVER, SupervisorProcess, poll, stdio_test_server
+from tests.e2e.harness import TEST_SERVER, SupervisorProcess, accepting, free_port, poll, stdio_test_server
 
 pytestmark = pytest.mark.e2e
 
@@ -67,19 +66,8 @@ def test_a_prompt_loads_the_sdks_models_in_its_own_worker_only(start_supervisor:
     assert PYDANTIC not in maps(zygotes(sup)["mcp-zygote"])
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _accepting(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 def test_remote_workers_are_forked_from_a_zygote_of_their_own(start_supervisor: Start) -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, str(TEST_SERVER), "--http", str(port)],
         env=dict(os.environ),
@@ -88,7 +76,7 @@ def test_remote_workers_are_forked_from_a_zygote_of_their_own(start_supervisor: 
         stderr=subprocess.DEVNULL,
     )
     try:
-        poll("the HTTP test server to listen", lambda: server.poll() is not None or _accepting(port), 30)
+        poll("the HTTP test server to listen", lambda: server.poll() is not None or accepting(port), 30)
         sup = start_supervisor({"local": stdio_test_server(), "far": {"url": f"http://127.0.0.1:{port}/mcp"}})
         assert sup.client.call_tool("mcp_far_echo", {"text": "remote"}).text == "remote"
         assert sup.client.call_tool("mcp_local_echo", {"text": "local"}).text == "local"

@@ -20,7 +20,7 @@ import pytest
 
 from supervisor.client.errors import ServerError
 from supervisor.protocol import ToolInfo
-from tests.e2e.harness import SupervisorProcess, poll
+from tests.e2e.harness import SupervisorProcess, free_port, poll
 
 pytestmark = pytest.mark.e2e
 
@@ -262,16 +262,10 @@ def test_ten_thousand_tools_on_one_page_are_all_served(start_supervisor: Start, 
 # --- a remote server -------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def http_hostile(pages: Path) -> Iterator[str]:
     """The hostile server over plain JSON-over-HTTP (streamable HTTP without streams); yields its URL."""
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, str(HOSTILE_SERVER), "--http", str(port)],
         env={"HOSTILE_PAGES": str(pages), "PATH": ""},

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 import pytest
 
 from supervisor.client.errors import ServerUnavailableError
-from tests.e2e.harness import SupervisorProcess
+from tests.e2e.harness import SupervisorProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -89,12 +88,6 @@ def _read_line(process: subprocess.Popen[str], stream: Any, timeout: float) -> s
 _LOGIN = (sys.executable, "-m", "supervisor", "login")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def auth_server(tmp_path: Path) -> Iterator[Callable[..., AuthServer]]:
     started: list[AuthServer] = []
@@ -129,7 +122,7 @@ class Setup:
 
     def __init__(self, start: Start, tmp: Path, server: AuthServer, **extra: Any) -> None:
         self.tmp = tmp
-        self.port = _free_port()
+        self.port = free_port()
         self.env = {"XDG_STATE_HOME": str(tmp / "state-home")}
         oauth = {"redirectUri": f"http://127.0.0.1:{self.port}/callback"}
         entry = {"url": server.url, "oauth": oauth, "toolTimeout": 10} | extra
@@ -363,7 +356,7 @@ def test_a_login_that_gets_no_authorization_ends_with_a_clear_error(
 ) -> None:
     server = auth_server()
     config = tmp_path / "mcp.json"
-    port = _free_port()
+    port = free_port()
     config.write_text(
         json.dumps(
             {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,23 +18,12 @@ from supervisor.client.errors import (
     ToolTimeoutError,
     WorkerCrashedError,
 )
-from tests.e2e.harness import TEST_SERVER, SupervisorProcess, poll
+from tests.e2e.harness import TEST_SERVER, SupervisorProcess, accepting, free_port, poll
 
 pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
 TOKEN = "s3cret-http-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _accepting(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 # (server flag, URL path, the transport the config loader infers from that URL)
@@ -51,7 +39,7 @@ def _serve(transport: str, port: int, **env: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    poll(f"the {transport} test server to listen", lambda: server.poll() is not None or _accepting(port), 30)
+    poll(f"the {transport} test server to listen", lambda: server.poll() is not None or accepting(port), 30)
     assert server.poll() is None, f"the {transport} test server exited with {server.returncode}"
     return server
 
@@ -68,7 +56,7 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(params=list(TRANSPORTS))
 def http_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The test server over HTTP (bearer token needed, tools in pages of 3); yields its URL and state dir."""
-    port, state = _free_port(), tmp_path / "http-state"
+    port, state = free_port(), tmp_path / "http-state"
     state.mkdir()
     env = {"TEST_SERVER_REQUIRE_TOKEN": TOKEN, "TEST_SERVER_PAGE_SIZE": "3", "TEST_SERVER_EXTRA_TOOLS": "7"}
     server = _serve(request.param, port, TEST_SERVER_STATE_DIR=str(state), **env)
@@ -107,7 +95,7 @@ def test_remote_server_that_refuses_or_is_unreachable_is_unavailable_with_the_ca
     sup = start_supervisor(
         {
             "no_token": {"url": url, **policy},
-            "nobody": {"url": f"http://127.0.0.1:{_free_port()}/mcp", **policy},
+            "nobody": {"url": f"http://127.0.0.1:{free_port()}/mcp", **policy},
         },
         wait=False,
     )
@@ -120,7 +108,7 @@ def test_remote_server_that_refuses_or_is_unreachable_is_unavailable_with_the_ca
 
 @pytest.mark.parametrize("transport", list(TRANSPORTS))
 def test_http_errors_are_named_in_the_failure(start_supervisor: Start, transport: str) -> None:
-    refusing, listening = _free_port(), _free_port()
+    refusing, listening = free_port(), free_port()
     servers = [_serve(transport, refusing, TEST_SERVER_HTTP_STATUS="500"), _serve(transport, listening)]
     try:
         policy = {"maxRestarts": 1, "backoffInitial": 0.1}
@@ -143,7 +131,7 @@ def test_http_errors_are_named_in_the_failure(start_supervisor: Start, transport
 def test_a_connection_dropped_mid_call_fails_the_call_and_the_worker_reconnects(
     start_supervisor: Start, tmp_path: Path, transport: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     server = _serve(transport, port, TEST_SERVER_STATE_DIR=str(tmp_path))
     try:
         policy = {"backoffInitial": 0.2, "backoffMax": 0.5, "maxRestarts": 1000}

@@ -25,7 +25,7 @@ import pytest
 
 from supervisor.client.errors import ServerError, UnknownToolError
 from supervisor.protocol import CallResult, CallTool
-from tests.e2e.harness import SupervisorProcess, poll, raw_client, stdio_test_server
+from tests.e2e.harness import SupervisorProcess, accepting, free_port, poll, raw_client, stdio_test_server
 from tests.otel import (
     KIND_CLIENT,
     KIND_SERVER,
@@ -48,17 +48,6 @@ pytestmark = pytest.mark.e2e
 Start = Callable[..., SupervisorProcess]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _accepting(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[OtlpReceiver]:
     with otlp_receiver() as collector:
@@ -68,7 +57,7 @@ def receiver() -> Iterator[OtlpReceiver]:
 @pytest.fixture(scope="module")
 def traced_http(receiver: OtlpReceiver) -> Iterator[str]:
     """The traced server over streamable HTTP (the worker's requests go through the SDK); its URL."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, **exporting_to(receiver), "OTEL_SERVICE_NAME": "traced-http-server"}
     server = subprocess.Popen(
         [sys.executable, str(TRACED_SERVER), "--http", str(port)],
@@ -78,7 +67,7 @@ def traced_http(receiver: OtlpReceiver) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        poll("the traced HTTP server to listen", lambda: server.poll() is not None or _accepting(port), WAIT)
+        poll("the traced HTTP server to listen", lambda: server.poll() is not None or accepting(port), WAIT)
         assert server.poll() is None, f"the traced HTTP server exited with {server.returncode}"
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
