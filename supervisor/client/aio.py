@@ -65,6 +65,7 @@ class AsyncSupervisorClient(StubBase):
         self._open: AsyncExitStack | None = None  # what __aexit__ undoes
         self._origin: AsyncSupervisorClient | None = None  # for ``as_client``: the client that reads
         self._future: Callable[[], Awaitable[None]] | None = None  # asyncio's loop.create_future
+        self._loop: Any = None  # on asyncio, its running loop (its clock and timers are the waits')
 
     async def __aenter__(self) -> Self:
         async with AsyncExitStack() as stack:
@@ -163,7 +164,8 @@ class AsyncSupervisorClient(StubBase):
             in_flight = True
             self._wake_reader_if_readable()
             probe = Liveness(wait, self.endpoint)
-            deadline = anyio.current_time() + wait
+            loop = (self._origin or self)._loop
+            deadline = (anyio.current_time() if loop is None else loop.time()) + wait
             while (reply := await self._next_reply(sock, receive, probe, deadline)) is not None:
                 if isinstance(reply, ServerRequest):
                     with anyio.CancelScope(deadline=deadline):
@@ -194,36 +196,46 @@ class AsyncSupervisorClient(StubBase):
     ) -> FrontReply | None:
         """The next reply to one request, or None once ``deadline`` has passed or a failed handshake
         ended the wait. In a long wait, the supervisor is pinged when it falls silent (``Liveness``:
-        ``SupervisorUnreachableError`` when it does not answer). One cancel scope for each reply: its
-        deadline is the wait's, or the next look at the silence when that comes first."""
+        ``SupervisorUnreachableError`` when it does not answer). Each reply is waited for until the
+        wait's deadline, or the next look at the silence when that comes first: on asyncio with a
+        timer of the loop's (an anyio cancel scope costs several times as much), else in a cancel
+        scope."""
+        loop = (self._origin or self)._loop
+        clock: Callable[[], float] = anyio.current_time if loop is None else loop.time
         while True:
-            now = anyio.current_time()
+            now = clock()
             if now >= deadline:
                 return None
-            with anyio.CancelScope(deadline=min(deadline, now + LIVENESS_TICK) if probe.on else deadline):
-                try:
-                    reply = await receive.receive()
-                except anyio.EndOfStream:
-                    return None
+            until = min(deadline, now + LIVENESS_TICK) if probe.on else deadline
+            try:
+                if loop is not None:
+                    reply = await receive.receive_before(loop, until)
+                else:
+                    reply = None
+                    with anyio.CancelScope(deadline=until):
+                        reply = await receive.receive()
+            except anyio.EndOfStream:
+                return None
+            if reply is not None:
                 if probe.on:
-                    probe.heard(reply, anyio.current_time())
+                    probe.heard(reply, clock())
                 return reply
-            ping = probe.due(anyio.current_time(), self._requests)
+            ping = probe.due(clock(), self._requests)
             if ping is not None:
                 answered = self._waiters[ping.id] = _Replies((self._origin or self)._future)
                 try:
                     sock.send(encode(ping), zmq.NOBLOCK)
                     self._wake_reader_if_readable()
-                    with anyio.CancelScope(deadline=min(deadline, anyio.current_time() + LIVENESS_WAIT)):
-                        probe.heard(await answered.receive(), anyio.current_time())
+                    with anyio.CancelScope(deadline=min(deadline, clock() + LIVENESS_WAIT)):
+                        probe.heard(await answered.receive(), clock())
                 except anyio.EndOfStream:
                     pass  # a failed handshake: the request's own stream ends too
                 finally:
                     self._waiters.pop(ping.id, None)
                 if receive.pending:
-                    probe.alive(anyio.current_time())  # the request's own reply came meanwhile
-                elif anyio.current_time() < deadline:
-                    probe.due(anyio.current_time(), self._requests)  # unanswered: UNREACHABLE
+                    probe.alive(clock())  # the request's own reply came meanwhile
+                elif clock() < deadline:
+                    probe.due(clock(), self._requests)  # unanswered: UNREACHABLE
 
     async def _answer(self, request: ServerRequest) -> Answer:
         """Run the handler for a server's request of the call this task waits for (awaited if async)."""
@@ -306,6 +318,7 @@ class AsyncSupervisorClient(StubBase):
         loop.add_reader(fd, self._hand_out, sock)
         stack.callback(loop.remove_reader, fd)
         self._future = loop.create_future
+        self._loop = loop
         return True
 
     async def _read_replies(self) -> None:
@@ -356,6 +369,26 @@ class _Replies:
 
     def receive_nowait(self) -> FrontReply:
         return self._queue.popleft()
+
+    async def receive_before(self, loop: Any, when: float) -> FrontReply | None:
+        """On asyncio: the next reply, or None once the ``loop``'s clock reaches ``when`` first."""
+        if self._queue:
+            return self._queue.popleft()
+        if self._closed:
+            raise anyio.EndOfStream
+        assert self._future is not None
+        ready = self._ready = self._future()
+        timer = loop.call_at(when, self._wake)
+        try:
+            await ready
+        finally:
+            self._ready = None
+            timer.cancel()
+        if self._queue:
+            return self._queue.popleft()
+        if self._closed:
+            raise anyio.EndOfStream
+        return None
 
     async def receive(self) -> FrontReply:
         while not self._queue:

@@ -15,9 +15,9 @@ import msgspec
 import pytest
 import trio
 
-from supervisor.client import AsyncSupervisorClient
+from supervisor.client import AsyncSupervisorClient, SupervisorUnreachableError
 from supervisor.client.aio import _Replies
-from supervisor.protocol import CallProgress, CallResult, CallTool, Done
+from supervisor.protocol import CallProgress, CallResult, CallTool, Done, GetStatus
 from tests.unit.test_client_cancel import WAIT, PlayedSupervisor, _result
 
 CALLS = 20
@@ -128,3 +128,34 @@ async def test_a_wait_cancelled_leaves_the_queue_usable() -> None:
     replies.send_nowait(Done(id=9))
     with trio.fail_after(WAIT):
         assert await replies.receive() == Done(id=9)
+
+
+def test_on_asyncio_a_request_nobody_answers_ends_unreachable_when_its_wait_is_over(
+    played: PlayedSupervisor,
+) -> None:
+    async def main() -> str:
+        async with AsyncSupervisorClient(played.endpoint, request_timeout=0.3) as client:
+            with pytest.raises(SupervisorUnreachableError) as failed:
+                await client.status()
+            return str(failed.value)
+
+    said = asyncio.run(asyncio.wait_for(main(), WAIT))
+    assert said == f"UNREACHABLE: no answer from the supervisor at {played.endpoint} within 0.3 s"
+    assert isinstance(played.receive()[1], GetStatus)  # it was sent, and left unanswered
+
+
+def test_on_asyncio_a_wait_for_a_reply_ends_at_its_time_or_with_the_reply_or_the_close() -> None:
+    async def main() -> list[object]:
+        loop = asyncio.get_running_loop()
+        replies = _Replies(loop.create_future)
+        seen: list[object] = [await replies.receive_before(loop, loop.time() + 0.01)]  # none came: None
+        loop.call_soon(replies.send_nowait, Done(id=1))
+        seen.append(await replies.receive_before(loop, loop.time() + WAIT))
+        replies.send_nowait(Done(id=2))
+        seen.append(await replies.receive_before(loop, loop.time()))  # queued: no wait at all
+        loop.call_soon(replies.close)
+        with pytest.raises(anyio.EndOfStream):
+            await replies.receive_before(loop, loop.time() + WAIT)
+        return seen
+
+    assert asyncio.run(asyncio.wait_for(main(), WAIT)) == [None, Done(id=1), Done(id=2)]
