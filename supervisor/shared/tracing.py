@@ -270,10 +270,12 @@ def client_span(name: str) -> OtelSpan | None:
     is current. End it with ``calling``."""
     if "opentelemetry.trace" not in sys.modules:
         return None
-    from opentelemetry.trace import SpanKind, get_tracer_provider
+    from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_current_span, get_tracer_provider
 
     global _client_tracer
     provider = get_tracer_provider()
+    if type(provider) is ProxyTracerProvider and not get_current_span().get_span_context().is_valid:
+        return None  # no provider set and no span current: the no-op tracer's span would be invalid
     if _client_tracer is None or _client_tracer[0] is not provider:
         _client_tracer = provider, provider.get_tracer(TRACER)
     attributes = {METHOD: "tools/call", OPERATION: "execute_tool", TOOL_NAME: name}

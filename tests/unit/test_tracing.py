@@ -254,6 +254,15 @@ def test_with_the_no_op_provider_a_call_carries_no_trace_context() -> None:
     assert b"trace" not in encode(exchange.request)
 
 
+def test_with_the_no_op_provider_a_call_inside_a_propagated_context_carries_that_context() -> None:
+    assert not isinstance(trace.get_tracer_provider(), TracerProvider)  # the API's own: no SDK here
+    ids = trace.SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=trace.TraceFlags(1))
+    with trace.use_span(trace.NonRecordingSpan(ids)):  # as a server that read a traceparent makes it current
+        exchange = Requests().call_tool("mcp_x_y", {}, None, True, None)
+    assert isinstance(exchange.request, CallTool)
+    assert exchange.request.traceparent == f"00-{0x1234:032x}-{0x5678:016x}-01"
+
+
 def test_with_an_sdk_provider_a_call_is_a_client_span_whose_context_goes_on_the_wire() -> None:
     with sdk_provider() as spans:
         tracer = trace.get_tracer("the application")
