@@ -107,7 +107,8 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
     repeats = Repeats(log)
 
     class Guarded(HttpToolsProtocol):
-        _timer: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None  # fires at or before _deadline (then looks again)
+        _deadline: float | None = None  # the head or body due by then (loop time); None: nothing due
         _arrived = False  # the last request begun on this connection has arrived whole
         _head = 0  # bytes received of a head still incomplete
         _gone: asyncio.Future[None] | None = None  # done when the connection is lost (GONE)
@@ -151,7 +152,7 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
                 self._gone = self.loop.create_future()
             self.scope["extensions"] = {GONE: self._gone}  # type: ignore[dict-item]  # ours, beside ASGI's
             self._arrived = False
-            if self._timer is None:  # begun while the previous one is answered (pipelined)
+            if self._deadline is None:  # begun while the previous one is answered (pipelined)
                 self._await_head()
 
         def on_headers_complete(self) -> None:
@@ -173,9 +174,7 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
             super().on_message_complete()
             self._arrived = True
             waiting.pop(self, None)
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._deadline = None
             if self._deferred is not None:
                 cycle, app = self._deferred
                 self._deferred = None
@@ -216,12 +215,23 @@ def guarded_protocol(max_connections: int) -> type[HttpToolsProtocol]:
             self._arm(HEAD_TIMEOUT)
 
         def _arm(self, seconds: float) -> None:
+            """Due within ``seconds``. The timer is one per connection, made anew only when it would
+            fire too late: each request moves the deadline (head, body, next head), not the timer."""
+            deadline = self._deadline = self.loop.time() + seconds
             if self._timer is not None:
+                if self._timer.when() <= deadline:
+                    return  # it fires first, and looks again
                 self._timer.cancel()
-            self._timer = self.loop.call_later(seconds, self._too_slow)
+            self._timer = self.loop.call_at(deadline, self._look)
 
-        def _too_slow(self) -> None:
+        def _look(self) -> None:
             self._timer = None
+            if self._deadline is None:
+                return  # what was due arrived
+            if self._deadline > self.loop.time():
+                self._timer = self.loop.call_at(self._deadline, self._look)  # moved later meanwhile
+                return
+            self._deadline = None
             if not self._arrived:
                 repeats.log(
                     "requests too slow",
