@@ -208,12 +208,7 @@ class AsyncSupervisorClient(StubBase):
                 return None
             until = min(deadline, now + LIVENESS_TICK) if probe.on else deadline
             try:
-                if loop is not None:
-                    reply = await receive.receive_before(loop, until)
-                else:
-                    reply = None
-                    with anyio.CancelScope(deadline=until):
-                        reply = await receive.receive()
+                reply = await receive.receive_before(loop, until)
             except anyio.EndOfStream:
                 return None
             if reply is not None:
@@ -371,24 +366,21 @@ class _Replies:
         return self._queue.popleft()
 
     async def receive_before(self, loop: Any, when: float) -> FrontReply | None:
-        """On asyncio: the next reply, or None once the ``loop``'s clock reaches ``when`` first."""
-        if self._queue:
-            return self._queue.popleft()
-        if self._closed:
-            raise anyio.EndOfStream
-        assert self._future is not None
-        ready = self._ready = self._future()
-        timer = loop.call_at(when, self._wake)
-        try:
-            await ready
-        finally:
-            self._ready = None
-            timer.cancel()
-        if self._queue:
-            return self._queue.popleft()
-        if self._closed:
-            raise anyio.EndOfStream
-        return None
+        """The next reply, or None once the clock reaches ``when`` first: on asyncio (``loop``), with
+        a timer of the loop's that wakes the wait; else in a cancel scope."""
+        if loop is None:
+            with anyio.CancelScope(deadline=when):
+                return await self.receive()
+            return None
+        if not self._queue and not self._closed:
+            ready = self._ready = self._future()  # type: ignore[misc]  # given with a loop
+            timer = loop.call_at(when, self._wake)
+            try:
+                await ready
+            finally:
+                self._ready = None
+                timer.cancel()
+        return await self.receive() if self._queue or self._closed else None
 
     async def receive(self) -> FrontReply:
         while not self._queue:
