@@ -47,6 +47,10 @@ log = logging.getLogger("mcp_supervisor.facade")
 MCP_PATH: Final = "/mcp"
 MAX_VERDICTS: Final = 256  # (Host, Origin) pairs whose verdict is kept
 DRAIN_GRACE: Final = 10  # seconds the requests in flight get after SIGTERM (then they are cut)
+# Seconds without a request before a draining facade exits: a host's next request often follows its last
+# answer at once (the SDK's client lists the tools after a call to a tool it has not listed, to check
+# the result against the tool's output schema).
+DRAIN_QUIET: Final = 1.0
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -199,11 +203,13 @@ class Front:
     """The ASGI middleware in front of the app: ``SameOrigin``'s checks, then ``BearerAuth``'s (when
     given), in that order (Host, Origin, the token), with the request's headers read once and one
     await frame (each wait and wake of a request's task passes through every frame of its stack); and
-    ``count``, the requests being answered, but the long-lived event streams (GET)."""
+    ``count``, the requests being answered, but the long-lived event streams (GET), and ``last``, when
+    the last of them was answered (``time.monotonic``)."""
 
     def __init__(self, app: ASGIApp, origin: SameOrigin, auth: BearerAuth | None) -> None:
         self._app = app
         self.count = 0
+        self.last = 0.0
         self._origin = origin
         self._auth = auth
 
@@ -227,6 +233,7 @@ class Front:
             await self._app(scope, receive, send)
         finally:
             self.count -= 1
+            self.last = time.monotonic()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -269,9 +276,10 @@ async def serve_http(
     AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
     class Server(uvicorn.Server):
-        """uvicorn's, but SIGTERM drains: once no request is in flight (at most ``DRAIN_GRACE`` seconds),
-        every stream ends and ``serve`` returns (exit 0). Meanwhile requests are still served: a host
-        may need one more (a listing, to read the result's schema) to finish its call."""
+        """uvicorn's, but SIGTERM drains: once no request is in flight and none was answered for
+        ``DRAIN_QUIET`` seconds (at most ``DRAIN_GRACE`` seconds in all), every stream ends and ``serve``
+        returns (exit 0). Meanwhile requests are still served: a host may need one more (a listing, to
+        read the result's schema) to finish its call."""
 
         drain_until: float | None = None
 
@@ -287,7 +295,8 @@ async def serve_http(
         async def on_tick(self, counter: int) -> bool:
             if self.drain_until is None:
                 return await super().on_tick(counter)
-            if requests.count and time.monotonic() < self.drain_until:
+            now = time.monotonic()
+            if (requests.count or now - requests.last < DRAIN_QUIET) and now < self.drain_until:
                 return False
             AppStatus.should_exit = True
             return True

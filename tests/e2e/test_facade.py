@@ -255,6 +255,35 @@ async def test_http_facade_drains_on_sigterm_and_exits_0(sup: SupervisorProcess,
         facade.stop()
 
 
+async def test_a_draining_http_facade_serves_a_host_that_asks_again_soon_after_its_answer(
+    sup: SupervisorProcess, tmp_path: Path
+) -> None:
+    """After SIGTERM, a request that comes a moment after the last answer (as a host's next step
+    follows it, slowed by a busy machine) is still served, and then the facade exits 0."""
+    facade = HttpFacade(tmp_path, sup.endpoint, TOKEN)
+    tag = f"quiet-{secrets.token_hex(4)}"
+    try:
+        async with http_host(facade.url, TOKEN) as host:
+            await host.list_tools()
+            async with trio.open_nursery() as nursery:
+                results: list[types.CallToolResult] = []
+
+                async def call() -> None:
+                    results.append(await host.call_tool("mcp_t_slow", {"seconds": 1, "tag": tag}))
+
+                nursery.start_soon(call)
+                await wait_for_path(sup.state_dir / f"{tag}.started")
+                facade.process.send_signal(signal.SIGTERM)
+            assert [result.is_error for result in results] == [False]
+            await trio.sleep(0.3)  # the host's next step, a moment later: part of the scenario
+            names = {tool.name for tool in (await host.list_tools()).tools}
+            assert "mcp_t_slow" in names
+        assert await trio.to_thread.run_sync(lambda: facade.process.wait(HOST_TIMEOUT)) == 0
+        assert "Traceback" not in facade.stderr
+    finally:
+        facade.stop()
+
+
 @pytest.mark.parametrize("mode", ERAS)
 @pytest.mark.parametrize("kind", KINDS)
 async def test_host_hears_list_changed_when_a_server_adds_a_tool(
