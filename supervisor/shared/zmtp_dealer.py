@@ -72,6 +72,7 @@ class ZmtpDealer:
         self.closed = False  # by ``close``
         self.lost: str | None = None  # why the connection ended under us
         self._closing = trio.Event()  # set by ``close``: wakes a reader parked on a lost link
+        self._lost = trio.Event()
 
     @classmethod
     def connect(
@@ -136,6 +137,17 @@ class ZmtpDealer:
                 waited, reads = True, 0
             reads += 1
             self._read(sock)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes sent and not yet taken by the socket."""
+        return sum(len(chunk) for chunk in self._outbox)
+
+    async def wait_lost(self) -> str:
+        """Wait until the connection ends under us; why it did."""
+        await self._lost.wait()
+        assert self.lost is not None
+        return self.lost
 
     def close(self) -> None:
         """Close the socket; whatever was not written is dropped (libzmq's ``LINGER`` 0)."""
@@ -230,6 +242,7 @@ class ZmtpDealer:
     def _lose(self, reason: str, level: int) -> None:
         if self.lost is None and not self.closed:
             self.lost = reason
+            self._lost.set()
             log.log(level, "worker link: %s", reason)
         self._shut()
 
