@@ -72,7 +72,7 @@ class ZmtpDealer:
         self.closed = False  # by ``close``
         self.lost: str | None = None  # why the connection ended under us
         self._closing = trio.Event()  # set by ``close``: wakes a reader parked on a lost link
-        self._lost = trio.Event()
+        self._lost = trio.Event()  # set with ``lost``
 
     @classmethod
     def connect(
