@@ -1,9 +1,12 @@
 """The worker's end of the worker link: one DEALER to the supervisor's worker ROUTER.
 
 Above: ``workers.calls``, which takes the calls (``Commands``), and every part of the worker that
-reports to the supervisor (``send``, ``fail``). Below: ZeroMQ under trio (``supervisor.shared.sockets``),
-``WorkerCommand`` in and ``WorkerEvent`` out (``supervisor.protocol``), with the routing id of
-this incarnation from the boot line (``supervisor.shared.boot``).
+reports to the supervisor (``send``, ``fail``). Below: on an ``ipc://`` link (the supervisor's
+own), a DEALER that speaks ZMTP itself (``supervisor.shared.zmtp_dealer``), so a worker has no
+ZeroMQ context, no I/O thread and no libzmq hop per message; on any other endpoint, libzmq's
+DEALER under trio (``supervisor.shared.sockets``). ``WorkerCommand`` in and ``WorkerEvent`` out
+(``supervisor.protocol``), with the routing id of this incarnation from the boot line
+(``supervisor.shared.boot``).
 
 Heartbeats are answered here, from the moment the worker connects. A command that does not decode
 is still answered when it is a call whose id can be found (``salvage_call``), else logged: nothing
@@ -13,6 +16,7 @@ the supervisor relays ends the worker.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Protocol, assert_never
 
 import msgspec
@@ -35,6 +39,7 @@ from supervisor.protocol import (
 )
 from supervisor.shared.boot import WorkerBoot
 from supervisor.shared.sockets import TrioSocket, new_dealer
+from supervisor.shared.zmtp_dealer import ZmtpDealer
 
 __all__ = ["Commands", "Link"]
 
@@ -51,17 +56,33 @@ class Commands(Protocol):
     def interest(self, command: Interest) -> None: ...
 
 
+class Dealer(Protocol):
+    """What the link needs of its socket: a ``ZmtpDealer`` or a libzmq ``TrioSocket``."""
+
+    def send_nowait(self, frames: Sequence[bytes]) -> None: ...
+    async def receive_batch(self) -> list[list[bytes]]: ...
+    def close(self) -> None: ...
+
+
+IPC = "ipc://"
+
+
 class Link:
     """The DEALER, connected with this incarnation's routing id."""
 
-    def __init__(self, socket: TrioSocket) -> None:
+    def __init__(self, socket: Dealer, context: zmq.Context[zmq.Socket[bytes]] | None = None) -> None:
         self._socket = socket
+        self._context = context  # libzmq's, on a link that is not ipc: terminated by ``close``
 
     @classmethod
     def connect(cls, boot: WorkerBoot) -> Link:
-        sock = new_dealer(zmq.Context.instance(), routing_id=boot.identity.encode())
+        routing_id = boot.identity.encode()
+        if boot.endpoint.startswith(IPC):
+            return cls(ZmtpDealer.connect(boot.endpoint[len(IPC) :], routing_id=routing_id))
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        sock = new_dealer(context, routing_id=routing_id)
         sock.connect(boot.endpoint)
-        return cls(TrioSocket(sock))
+        return cls(TrioSocket(sock), context)
 
     def send(self, event: WorkerEvent) -> None:
         self._socket.send_nowait([encode(event)])
@@ -107,3 +128,5 @@ class Link:
 
     def close(self) -> None:
         self._socket.close()
+        if self._context is not None:
+            self._context.term()

@@ -58,7 +58,6 @@ import traceback
 
 import msgspec
 import trio
-import zmq
 
 from supervisor.shared import tracing
 from supervisor.shared.boot import LAST_WORD, WorkerExit, decode_worker_boot
@@ -99,7 +98,6 @@ def main() -> int:
         return WorkerExit.CRASHED
     finally:
         link.close()
-        zmq.Context.instance().term()
         tracing.stop(tracing.WORKER_FLUSH_TIMEOUT)
 
 

@@ -30,6 +30,8 @@ import trio
 import zmq
 import zmq.backend
 
+from supervisor.shared.zmtp import BATCH, MAX_MESSAGE_SIZE  # defined with the codec, which needs no libzmq
+
 if TYPE_CHECKING:
     from supervisor.security.keys import ServerKeys
 
@@ -47,8 +49,6 @@ __all__ = [
     "readable",
 ]
 
-BATCH: Final = 256  # messages taken per wake-up before yielding to other tasks
-MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024  # bytes; a larger frame drops the peer's connection
 EVENTS_HWM: Final = 10_000  # events queued per subscriber before it misses some
 
 

@@ -8,7 +8,10 @@ reads its /proc/PID/smaps_rollup after ``--settle`` seconds:
 
 - idle: nothing (the copy-on-write cost of being forked from this image);
 - trio: ``trio.run`` of a task that sleeps (the event loop a worker runs);
-- zmq: a ZeroMQ context and one DEALER socket (its two background threads).
+- zmq: a ZeroMQ context and one DEALER socket (its two background threads);
+- link zmq / link zmtp: ``trio.run`` of a task reading the worker link, connected to a ROUTER (in a
+  process of its own) over ipc: libzmq's DEALER (``TrioSocket``), or the worker's own ZMTP DEALER
+  (``supervisor.shared.zmtp_dealer``), which is what a worker on the ipc link runs.
 
 USS (private pages) is what each worker adds whatever the number of workers; PSS adds a share of the
 pages it still shares with this parent (divided by 2 here: a real worker shares them with the zygote
@@ -20,9 +23,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import importlib
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +54,36 @@ def _zmq() -> None:
     time.sleep(3600)
 
 
+ROUTER = """
+import sys, zmq
+router = zmq.Context().socket(zmq.ROUTER)
+router.bind(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def _link_zmq(endpoint: str) -> None:
+    import trio
+    import zmq
+
+    from supervisor.shared.sockets import TrioSocket, new_dealer
+
+    dealer = new_dealer(zmq.Context.instance(), routing_id=b"floor")
+    dealer.connect(endpoint)
+    trio.run(TrioSocket(dealer).receive_batch)
+
+
+def _link_zmtp(endpoint: str) -> None:
+    import trio
+
+    from supervisor.shared.zmtp_dealer import ZmtpDealer
+
+    trio.run(ZmtpDealer.connect(endpoint.removeprefix("ipc://"), routing_id=b"floor").receive_batch)
+
+
 CHILDREN: dict[str, Callable[[], None]] = {"idle": lambda: time.sleep(3600), "trio": _trio, "zmq": _zmq}
+LINKS: dict[str, Callable[[str], None]] = {"link zmq": _link_zmq, "link zmtp": _link_zmtp}
 
 
 def rollup(pid: int) -> dict[str, int]:
@@ -89,17 +125,31 @@ def main() -> int:
     gc.freeze()
     parent = rollup(os.getpid())
     rows = [["parent (zygote image)", f"{parent['Rss'] * MB:.1f}", "-", "-", "-"]]
-    for name, body in CHILDREN.items():
-        kb = measure(body, args.settle)
-        uss = kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
-        shared = kb.get("Shared_Clean", 0) + kb.get("Shared_Dirty", 0)
-        rows.append(
-            [name, f"{kb['Rss'] * MB:.1f}", f"{uss * MB:.1f}", f"{kb['Pss'] * MB:.1f}", f"{shared * MB:.1f}"]
+    with tempfile.TemporaryDirectory() as private:
+        endpoint = f"ipc://{private}/workers"
+        router = subprocess.Popen(
+            [sys.executable, "-c", ROUTER, endpoint], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
+        try:
+            assert router.stdout is not None and router.stdout.readline() == "ready\n"
+            bodies = {
+                **CHILDREN,
+                **{name: functools.partial(link, endpoint) for name, link in LINKS.items()},
+            }
+            rows += [_row(name, measure(body, args.settle)) for name, body in bodies.items()]
+        finally:
+            router.kill()
+            router.wait()
     for key, value in machine_info(settle=args.settle).items():
         print(f"{key}: {value}")
     print_table(["child", "RSS MB", "USS MB", "PSS MB", "shared MB"], rows)
     return 0
+
+
+def _row(name: str, kb: dict[str, int]) -> list[str]:
+    uss = kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
+    shared = kb.get("Shared_Clean", 0) + kb.get("Shared_Dirty", 0)
+    return [name, f"{kb['Rss'] * MB:.1f}", f"{uss * MB:.1f}", f"{kb['Pss'] * MB:.1f}", f"{shared * MB:.1f}"]
 
 
 if __name__ == "__main__":

@@ -91,3 +91,19 @@ def test_remote_workers_are_forked_from_a_zygote_of_their_own(start_supervisor: 
     finally:
         server.kill()
         server.wait(10)
+
+
+def thread_names(pid: int) -> list[str]:
+    return [(task / "comm").read_text().strip() for task in Path(f"/proc/{pid}/task").iterdir()]
+
+
+def test_a_worker_speaks_zmtp_itself_and_runs_no_zeromq_thread(start_supervisor: Start) -> None:
+    """On its ipc link a worker is its own DEALER (``supervisor.shared.zmtp_dealer``): it makes no
+    ZeroMQ context, so none of libzmq's threads (``ZMQbg/IO/0``, ``ZMQbg/Reaper``), which the
+    supervisor, holding the ROUTER, does run."""
+    sup = start_supervisor({"a": stdio_test_server()})
+    assert sup.client.call_tool("mcp_a_echo", {"text": "own dealer"}).text == "own dealer"
+    worker = sup.status()["a"].worker_pid
+    assert worker is not None
+    assert not [name for name in thread_names(worker) if name.startswith("ZMQbg")], thread_names(worker)
+    assert any(name.startswith("ZMQbg") for name in thread_names(sup.process.pid))  # the check sees them

@@ -102,6 +102,13 @@ def test_the_client_stubs_load_no_asyncio() -> None:
         assert "asyncio" not in {name.split(".")[0] for name in loaded}, module
 
 
+def test_the_workers_own_zmtp_dealer_loads_no_zeromq() -> None:
+    """A worker on an ipc link speaks ZMTP itself: the codec and the DEALER need no libzmq."""
+    loaded = _loaded_by("supervisor.shared.zmtp_dealer")
+    assert "supervisor.shared.zmtp" in loaded and "trio" in loaded
+    assert "zmq" not in {name.split(".")[0] for name in loaded}
+
+
 SDK_STACK = {"mcp", "mcp_types", "pydantic", "pydantic_core", "anyio", "httpx2", "httpcore2", "h11"}
 
 
