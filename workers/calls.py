@@ -33,7 +33,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import jsonschema.exceptions
-import jsonschema.protocols
 import msgspec
 import referencing.exceptions
 import trio
@@ -53,7 +52,7 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.shared import tracing
-from supervisor.shared.schemas import validator
+from supervisor.shared.schemas import Validators
 from workers.asking import CURRENT_CALL, Asking, Running
 from workers.catalog import Catalog, CatalogError
 from workers.interest import Interests
@@ -69,7 +68,6 @@ __all__ = ["Calls"]
 log = logging.getLogger("mcp_supervisor.worker")
 
 Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
-Validators = dict[str, jsonschema.protocols.Validator | None]
 _C = TypeVar("_C", Invoke, Fetch)
 
 
@@ -98,8 +96,8 @@ class Calls:
         self._catalog = catalog
         self._lost = lost
         self._client: Client | None = None  # once the session is ready
-        self._validators: Validators = {}  # of arguments
-        self._output_validators: Validators = {}  # of results
+        self._validators = Validators({})  # of arguments
+        self._output_validators = Validators({})  # of results
         self._running: dict[int, Running] = {}  # calls and fetches being served, by call id
         self.asking = Asking(link.send, self._running)  # server requests its callers answer
 
@@ -115,8 +113,8 @@ class Calls:
 
     def know(self, tools: list[WorkerTool]) -> None:
         """The server's tools (at start-up, and whenever they changed)."""
-        self._validators = {tool.name: validator(tool.input_schema) for tool in tools}
-        self._output_validators = {tool.name: validator(tool.output_schema) for tool in tools}
+        self._validators = Validators({tool.name: tool.input_schema for tool in tools})
+        self._output_validators = Validators({tool.name: tool.output_schema for tool in tools})
 
     def invoke(self, command: Invoke) -> None:
         self._start(self._serve_call, command)
@@ -288,7 +286,7 @@ class Calls:
             log.warning(
                 "tool %r: its %s has a $ref that does not resolve (%s); not checked", tool, which, exc
             )
-            validators[tool] = None
+            validators.drop(tool)
             return None
         return error
 

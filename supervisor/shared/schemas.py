@@ -24,7 +24,7 @@ from supervisor.shared.schema_quick import proves_valid
 if TYPE_CHECKING:
     import jsonschema.protocols
 
-__all__ = ["json_schema_problem", "schema_problem", "validator", "validator_class"]
+__all__ = ["Validators", "json_schema_problem", "schema_problem", "validator", "validator_class"]
 
 SCHEMA_VERDICTS: Final = 4096  # schemas whose check is remembered (by their JSON)
 _encode_json = msgspec.json.Encoder(order="deterministic").encode
@@ -45,6 +45,28 @@ def validator(schema: dict[str, Any] | None) -> jsonschema.protocols.Validator |
     if schema is None:
         return None
     return validator_class(schema)(schema)
+
+
+class Validators:
+    """A validator for each of some tools' schemas, built the first time one is asked for: a worker
+    builds none for a tool nobody calls (a validator and its registry are a few kB of its own)."""
+
+    def __init__(self, schemas: dict[str, dict[str, Any] | None]) -> None:
+        self._schemas = schemas
+        self._built: dict[str, jsonschema.protocols.Validator | None] = {}
+
+    def __contains__(self, tool: str) -> bool:
+        return tool in self._schemas
+
+    def get(self, tool: str) -> jsonschema.protocols.Validator | None:
+        """The validator of ``tool``'s schema; None for a tool without one (or unknown, or dropped)."""
+        if tool not in self._built:
+            self._built[tool] = validator(self._schemas.get(tool))
+        return self._built[tool]
+
+    def drop(self, tool: str) -> None:
+        """Check nothing against ``tool``'s schema from now on."""
+        self._built[tool] = None
 
 
 def schema_problem(schema: Any) -> str | None:
