@@ -49,6 +49,8 @@ import traceback
 from typing import Final, NoReturn
 
 import msgspec
+import trio
+import trio.lowlevel
 
 from supervisor.shared.boot import WorkerExit
 from supervisor.shared.processes import merge_identical_pages, set_process_name
@@ -57,6 +59,7 @@ __all__ = ["PRELOAD", "REMOTE_PRELOAD", "ZYGOTE_FD", "main"]
 
 ZYGOTE_FD: Final = 0  # the supervisor's socket is our stdin
 MAX_REQUEST: Final = 4096  # bytes of a request (a server name)
+WARM_ROUNDS: Final = 10  # past the interpreter's threshold for specialising bytecode
 
 # What a stdio worker imports, at start and while it runs (trio's process and signal handling).
 PRELOAD: Final = (
@@ -91,9 +94,14 @@ def preload(names: tuple[str, ...] = PRELOAD) -> None:
 
 def warm() -> None:
     """Run, once, what every worker runs on every server: checking a tool's schema and arguments,
-    decoding the server's lines and results, encoding what goes to the supervisor. What that
-    creates once (caches, compiled patterns) and the bytecode CPython specialises as it runs are
-    then the zygote's, shared, instead of each worker's own copy."""
+    decoding the server's lines and results, encoding what goes to the supervisor, trio's event
+    loop, and msgspec's view of every message type. What that creates once (caches, compiled
+    patterns, msgspec's type info, which it would otherwise build in each worker through
+    ``typing``) and the bytecode CPython specialises as it runs are then the zygote's, shared,
+    instead of each worker's own copy."""
+    _warm_types()
+    for _ in range(WARM_ROUNDS):
+        trio.run(_event_loop_round)
     from supervisor.protocol import InvokeResult, ToolResult, encode
     from supervisor.shared.schemas import schema_problem, validator
     from workers.listing import _page_of
@@ -102,7 +110,7 @@ def warm() -> None:
     from workers.values import decode_arguments, json_problem
 
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-    for _ in range(10):  # past the interpreter's threshold for specialising bytecode
+    for _ in range(WARM_ROUNDS):
         schema_problem(schema)
         check = validator(dict(schema))
         assert check is not None
@@ -117,6 +125,30 @@ def warm() -> None:
         assert result is not None
         encode(InvokeResult(call=1, result=msgspec.Raw(encode(ToolResult(content=[], text="")))))
         decode_arguments(msgspec.msgpack.encode({"text": "x"}))
+
+
+def _warm_types() -> None:
+    """Have msgspec build its type info for every message type loaded (it keeps it on the class)."""
+    classes: list[type[msgspec.Struct]] = [msgspec.Struct]
+    for cls in classes:
+        classes.extend(cls.__subclasses__())
+    for cls in classes[1:]:
+        with contextlib.suppress(Exception):  # a generic or unresolvable one: built where it is used
+            msgspec.msgpack.Decoder(cls)
+            msgspec.json.Decoder(cls)
+
+
+async def _event_loop_round() -> None:
+    """What a worker's event loop does all the time: tasks, channels, cancel scopes, deadlines."""
+    send, receive = trio.open_memory_channel[int](1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive.receive)
+        with trio.move_on_after(60):
+            await send.send(1)
+        event = trio.Event()
+        nursery.start_soon(event.wait)
+        await trio.lowlevel.checkpoint()
+        event.set()
 
 
 def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
