@@ -54,6 +54,7 @@ import trio.lowlevel
 
 from supervisor.shared.boot import WorkerExit
 from supervisor.shared.processes import merge_identical_pages, set_process_name
+from workers import pools
 
 __all__ = ["PRELOAD", "REMOTE_PRELOAD", "ZYGOTE_FD", "main"]
 
@@ -245,5 +246,6 @@ def main(kind: str = "stdio") -> int:
     warm()
     gc.collect()
     gc.freeze()  # everything imported so far lives in the shared pages; the collector leaves it alone
+    pools.fill()  # a worker's new objects go to pages of its own, not into holes among the shared ones
     merge_identical_pages()  # inherited by every fork: the pages workers copy alike are folded back into one
     return serve(sock)
