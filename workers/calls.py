@@ -30,11 +30,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import jsonschema.exceptions
 import msgspec
-import referencing.exceptions
 import trio
 
 from supervisor.protocol import (
@@ -62,6 +60,9 @@ from workers.server_errors import CONNECTION_CLOSED, INVALID_PARAMS, http_error,
 from workers.stdio import StdioServer
 from workers.uplink import Link
 from workers.values import InvalidArguments, decode_arguments
+
+if TYPE_CHECKING:
+    import jsonschema.exceptions
 
 __all__ = ["Calls"]
 
@@ -257,7 +258,7 @@ class Calls:
     def _check_output(self, tool: str, result: ToolResult) -> None:
         """Raise ``InvalidResult`` when a result breaks the tool's ``outputSchema``. The worker checks
         results itself, on every transport: the session is given no output schemas (``workers.sdk``)."""
-        if self._output_validators.get(tool) is None or result.is_error:
+        if self._output_validators.schema(tool) is None or result.is_error:
             return
         if result.structured_content is None:
             raise InvalidResult("no structuredContent, though the tool has an outputSchema")
@@ -272,10 +273,16 @@ class Calls:
         self, validators: Validators, tool: str, which: str, instance: Any
     ) -> jsonschema.exceptions.ValidationError | None:
         """The most relevant way ``instance`` breaks the tool's schema, or None. A schema whose ``$ref``
-        does not resolve cannot check anything: it is dropped, with a warning, and the server decides."""
+        does not resolve cannot check anything: it is dropped, with a warning, and the server decides.
+        ``jsonschema`` is asked only about what ``Validators`` does not prove valid without it."""
+        if validators.proves(tool, instance):
+            return None
         check = validators.get(tool)
         if check is None:
             return None
+        import jsonschema.exceptions
+        import referencing.exceptions
+
         try:
             if check.is_valid(instance):
                 return None
