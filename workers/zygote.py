@@ -1,24 +1,29 @@
 """The zygote: a pre-imported process that forks workers in milliseconds.
 
-A fresh worker interpreter spends a fraction of a second of CPU importing trio, pyzmq, msgspec,
-jsonschema and its own code (a remote worker: the MCP SDK and the HTTP stack too, about a second),
-and holds tens of MB of its own. The supervisor instead starts a zygote, which imports all of that
-once, calls ``gc.freeze()`` (so the collector never writes to the
-shared pages), offers its memory to the kernel's same-page merging (``merge_identical_pages``:
-pages the workers copy alike are folded back into one where KSM runs), and then forks a worker per
-request. Nothing here creates trio or ZeroMQ state: both are created by the worker after the fork.
+A fresh worker interpreter spends a fraction of a second of CPU importing trio, pyzmq, msgspec and
+its own code (a remote worker: the MCP SDK and the HTTP stack too, about a second), and holds tens
+of MB of its own. The supervisor instead starts a zygote, which imports all of that once, runs what
+every worker runs once (``warm``), calls ``gc.freeze()`` (so the collector never writes to the
+shared pages), takes the free blocks of its allocator's partly used pools (``workers.pools``: a
+worker's new objects then go to pages of its own, not into holes among the shared ones), offers its
+memory to the kernel's same-page merging (``merge_identical_pages``: pages the workers copy alike
+are folded back into one where KSM runs), and then forks a worker per request. Nothing here keeps
+trio or ZeroMQ state: the warm-up's event loops are over before the first fork, and a worker
+creates its own loop and socket after it.
 
 There are two kinds, each with its own preload, because on CPython a forked worker copies every page
 whose objects it touches (reference counts, specialised bytecode): the fewer modules a worker runs
 through, the fewer pages it dirties, and the smaller the zygote image every worker shares.
 
 - ``python -m workers --zygote`` forks stdio workers and imports ``PRELOAD``: the worker's own MCP
-  client (``workers.lean``), trio, pyzmq, msgspec and jsonschema, but not the MCP SDK, pydantic,
-  anyio or the HTTP stack, which a stdio worker never loads (some of the SDK's models load lazily,
-  in the one worker that needs them: ``workers.lean_sdk``);
+  client (``workers.lean``), trio, pyzmq and msgspec, but not the MCP SDK, pydantic, anyio or the
+  HTTP stack, which a stdio worker never loads (some of the SDK's models load lazily, in the one
+  worker that needs them: ``workers.lean_sdk``), nor ``jsonschema``, which a worker imports only for
+  a schema or arguments ``supervisor.shared.instance_quick`` does not prove valid;
 - ``python -m workers --zygote remote`` forks remote workers and imports ``REMOTE_PRELOAD`` as well:
-  the SDK's client, its transports and anyio's trio backend. The supervisor starts it at the first
-  remote worker (``supervisor.daemon.servers.spawn``): a config without remote servers never has it.
+  the SDK's client, its transports, anyio's trio backend and ``jsonschema``. The supervisor starts
+  it at the first remote worker (``supervisor.daemon.servers.spawn``): a config without remote
+  servers never has it.
 
 The supervisor talks to the zygote over a ``SOCK_SEQPACKET`` socket, the zygote's stdin:
 
