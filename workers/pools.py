@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Final
 
 __all__ = ["fill", "free_blocks"]
@@ -39,23 +40,31 @@ def free_blocks() -> dict[int, int]:
     debug = getattr(sys, "_debugmallocstats", None)
     if debug is None:
         return {}
-    with tempfile.TemporaryFile() as out:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        try:
-            os.dup2(out.fileno(), 2)
-            debug()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        out.seek(0)
-        text = out.read()
+    try:
+        text = _written_to_stderr(debug)
+    except OSError:  # no temporary file, or no descriptor 2 to borrow: fill nothing
+        return {}
     found: dict[int, int] = {}
     for match in _ROW.finditer(text):
         size_class, size, free = (int(group) for group in match.groups())
         if size_class < SIZE_CLASSES and size == 16 * (size_class + 1):
             found[size_class] = free
     return found
+
+
+def _written_to_stderr(write: Callable[[], object]) -> bytes:
+    """What ``write`` writes to the C ``stderr`` (descriptor 2, borrowed and given back)."""
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            write()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        return out.read()
 
 
 def _block(size_class: int, n: int) -> object:
