@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import jsonschema.exceptions
-import jsonschema.protocols
 import msgspec
-import referencing.exceptions
 import trio
 
 from supervisor.protocol import (
@@ -53,7 +50,7 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.shared import tracing
-from supervisor.shared.schemas import validator
+from supervisor.shared.schemas import Validators
 from workers.asking import CURRENT_CALL, Asking, Running
 from workers.catalog import Catalog, CatalogError
 from workers.interest import Interests
@@ -64,12 +61,14 @@ from workers.stdio import StdioServer
 from workers.uplink import Link
 from workers.values import InvalidArguments, decode_arguments
 
+if TYPE_CHECKING:
+    import jsonschema.exceptions
+
 __all__ = ["Calls"]
 
 log = logging.getLogger("mcp_supervisor.worker")
 
 Client = Any  # ``workers.lean.LeanClient``, or the SDK's ``mcp.Client`` (``workers.session``)
-Validators = dict[str, jsonschema.protocols.Validator | None]
 _C = TypeVar("_C", Invoke, Fetch)
 
 
@@ -98,8 +97,8 @@ class Calls:
         self._catalog = catalog
         self._lost = lost
         self._client: Client | None = None  # once the session is ready
-        self._validators: Validators = {}  # of arguments
-        self._output_validators: Validators = {}  # of results
+        self._validators = Validators({})  # of arguments
+        self._output_validators = Validators({})  # of results
         self._running: dict[int, Running] = {}  # calls and fetches being served, by call id
         self.asking = Asking(link.send, self._running)  # server requests its callers answer
 
@@ -115,8 +114,8 @@ class Calls:
 
     def know(self, tools: list[WorkerTool]) -> None:
         """The server's tools (at start-up, and whenever they changed)."""
-        self._validators = {tool.name: validator(tool.input_schema) for tool in tools}
-        self._output_validators = {tool.name: validator(tool.output_schema) for tool in tools}
+        self._validators = Validators({tool.name: tool.input_schema for tool in tools})
+        self._output_validators = Validators({tool.name: tool.output_schema for tool in tools})
 
     def invoke(self, command: Invoke) -> None:
         self._start(self._serve_call, command)
@@ -259,7 +258,7 @@ class Calls:
     def _check_output(self, tool: str, result: ToolResult) -> None:
         """Raise ``InvalidResult`` when a result breaks the tool's ``outputSchema``. The worker checks
         results itself, on every transport: the session is given no output schemas (``workers.sdk``)."""
-        if self._output_validators.get(tool) is None or result.is_error:
+        if self._output_validators.schema(tool) is None or result.is_error:
             return
         if result.structured_content is None:
             raise InvalidResult("no structuredContent, though the tool has an outputSchema")
@@ -274,10 +273,16 @@ class Calls:
         self, validators: Validators, tool: str, which: str, instance: Any
     ) -> jsonschema.exceptions.ValidationError | None:
         """The most relevant way ``instance`` breaks the tool's schema, or None. A schema whose ``$ref``
-        does not resolve cannot check anything: it is dropped, with a warning, and the server decides."""
+        does not resolve cannot check anything: it is dropped, with a warning, and the server decides.
+        ``jsonschema`` is asked only about what ``Validators`` does not prove valid without it."""
+        if validators.proves(tool, instance):
+            return None
         check = validators.get(tool)
         if check is None:
             return None
+        import jsonschema.exceptions
+        import referencing.exceptions
+
         try:
             if check.is_valid(instance):
                 return None
@@ -288,7 +293,7 @@ class Calls:
             log.warning(
                 "tool %r: its %s has a $ref that does not resolve (%s); not checked", tool, which, exc
             )
-            validators[tool] = None
+            validators.drop(tool)
             return None
         return error
 

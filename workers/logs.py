@@ -64,17 +64,20 @@ class StderrRelay:
     """Relays the server's stderr lines as ``S <line>``, at most ``rate`` lines a second (bursts of 5x).
 
     A server flooding stderr costs the pipe nothing beyond that: the rest is
-    counted, and the count is reported once a second.
+    counted, and the count is reported once a second while lines are being dropped.
     """
 
     def __init__(self, rate: float) -> None:
         self.limit = RateLimit(rate, 5 * rate)
+        self._dropping = trio.Event()  # set when a line is dropped: the reporter's second begins
 
     def __call__(self, line: str) -> None:
         if self.limit.allow():
             self.report_dropped()
             sys.stderr.write(server_line(line))
             sys.stderr.flush()
+        else:
+            self._dropping.set()
 
     def report_dropped(self) -> None:
         if dropped := self.limit.take_dropped():
@@ -83,7 +86,12 @@ class StderrRelay:
             sys.stderr.flush()
 
     async def report_forever(self) -> None:
-        """Report a flood's dropped lines once a second, even when the server falls silent after it."""
+        """Report a flood's dropped lines a second after the first drop, and every second while it
+        lasts, even when the server falls silent after it. With nothing dropped it sleeps without a
+        timer: an idle worker does nothing every second (what it runs, it writes to, and that is
+        memory copied back out of the pages it shares)."""
         while True:
+            await self._dropping.wait()
             await trio.sleep(1)
+            self._dropping = trio.Event()
             self.report_dropped()

@@ -1,24 +1,29 @@
 """The zygote: a pre-imported process that forks workers in milliseconds.
 
-A fresh worker interpreter spends a fraction of a second of CPU importing trio, pyzmq, msgspec,
-jsonschema and its own code (a remote worker: the MCP SDK and the HTTP stack too, about a second),
-and holds tens of MB of its own. The supervisor instead starts a zygote, which imports all of that
-once, calls ``gc.freeze()`` (so the collector never writes to the
-shared pages), offers its memory to the kernel's same-page merging (``merge_identical_pages``:
-pages the workers copy alike are folded back into one where KSM runs), and then forks a worker per
-request. Nothing here creates trio or ZeroMQ state: both are created by the worker after the fork.
+A fresh worker interpreter spends a fraction of a second of CPU importing trio, pyzmq, msgspec and
+its own code (a remote worker: the MCP SDK and the HTTP stack too, about a second), and holds tens
+of MB of its own. The supervisor instead starts a zygote, which imports all of that once, runs what
+every worker runs once (``warm``), calls ``gc.freeze()`` (so the collector never writes to the
+shared pages), takes the free blocks of its allocator's partly used pools (``workers.pools``: a
+worker's new objects then go to pages of its own, not into holes among the shared ones), offers its
+memory to the kernel's same-page merging (``merge_identical_pages``: pages the workers copy alike
+are folded back into one where KSM runs), and then forks a worker per request. Nothing here keeps
+trio or ZeroMQ state: the warm-up's event loops are over before the first fork, and a worker
+creates its own loop and socket after it.
 
 There are two kinds, each with its own preload, because on CPython a forked worker copies every page
 whose objects it touches (reference counts, specialised bytecode): the fewer modules a worker runs
 through, the fewer pages it dirties, and the smaller the zygote image every worker shares.
 
 - ``python -m workers --zygote`` forks stdio workers and imports ``PRELOAD``: the worker's own MCP
-  client (``workers.lean``), trio, pyzmq, msgspec and jsonschema, but not the MCP SDK, pydantic,
-  anyio or the HTTP stack, which a stdio worker never loads (some of the SDK's models load lazily,
-  in the one worker that needs them: ``workers.lean_sdk``);
+  client (``workers.lean``), trio, pyzmq and msgspec, but not the MCP SDK, pydantic, anyio or the
+  HTTP stack, which a stdio worker never loads (some of the SDK's models load lazily, in the one
+  worker that needs them: ``workers.lean_sdk``), nor ``jsonschema``, which a worker imports only for
+  a schema or arguments ``supervisor.shared.instance_quick`` does not prove valid;
 - ``python -m workers --zygote remote`` forks remote workers and imports ``REMOTE_PRELOAD`` as well:
-  the SDK's client, its transports and anyio's trio backend. The supervisor starts it at the first
-  remote worker (``supervisor.daemon.servers.spawn``): a config without remote servers never has it.
+  the SDK's client, its transports, anyio's trio backend and ``jsonschema``. The supervisor starts
+  it at the first remote worker (``supervisor.daemon.servers.spawn``): a config without remote
+  servers never has it.
 
 The supervisor talks to the zygote over a ``SOCK_SEQPACKET`` socket, the zygote's stdin:
 
@@ -49,14 +54,18 @@ import traceback
 from typing import Final, NoReturn
 
 import msgspec
+import trio
+import trio.lowlevel
 
 from supervisor.shared.boot import WorkerExit
 from supervisor.shared.processes import merge_identical_pages, set_process_name
+from workers import pools
 
 __all__ = ["PRELOAD", "REMOTE_PRELOAD", "ZYGOTE_FD", "main"]
 
 ZYGOTE_FD: Final = 0  # the supervisor's socket is our stdin
 MAX_REQUEST: Final = 4096  # bytes of a request (a server name)
+WARM_ROUNDS: Final = 10  # past the interpreter's threshold for specialising bytecode
 
 # What a stdio worker imports, at start and while it runs (trio's process and signal handling).
 PRELOAD: Final = (
@@ -70,6 +79,8 @@ REMOTE_PRELOAD: Final = (
     *PRELOAD,
     "workers.sdk",
     "workers.oauth",
+    "jsonschema.validators",
+    "referencing.exceptions",
     "anyio._backends._trio",
     "anyio._core._sockets",
     "anyio._core._streams",
@@ -91,23 +102,34 @@ def preload(names: tuple[str, ...] = PRELOAD) -> None:
 
 def warm() -> None:
     """Run, once, what every worker runs on every server: checking a tool's schema and arguments,
-    decoding the server's lines and results, encoding what goes to the supervisor. What that
-    creates once (caches, compiled patterns) and the bytecode CPython specialises as it runs are
-    then the zygote's, shared, instead of each worker's own copy."""
+    decoding the server's lines and results, encoding what goes to the supervisor, trio's event
+    loop, and msgspec's view of every message type. What that creates once (caches, compiled
+    patterns, msgspec's type info, which it would otherwise build in each worker through
+    ``typing``) and the bytecode CPython specialises as it runs are then the zygote's, shared,
+    instead of each worker's own copy. ``jsonschema``'s validators are warmed where they are loaded
+    (the remote zygote): a stdio worker proves common arguments valid without them."""
+    _warm_types()
+    for _ in range(WARM_ROUNDS):
+        trio.run(_event_loop_round)
     from supervisor.protocol import InvokeResult, ToolResult, encode
-    from supervisor.shared.schemas import schema_problem, validator
+    from supervisor.shared.schemas import Validators, schema_problem, validator
     from workers.listing import _page_of
     from workers.messages import decode_message
     from workers.results import decode_tool_result
     from workers.values import decode_arguments, json_problem
 
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-    for _ in range(10):  # past the interpreter's threshold for specialising bytecode
+    referring = {"$defs": {"text": {"type": "string"}}, "properties": {"text": {"$ref": "#/$defs/text"}}}
+    checks = Validators({"t": schema})
+    for _ in range(WARM_ROUNDS):
         schema_problem(schema)
-        check = validator(dict(schema))
-        assert check is not None
-        check.is_valid({"text": "x"})
-        list(check.iter_errors({"text": 1}))
+        schema_problem(referring)
+        checks.proves("t", {"text": "x"})
+        if "jsonschema" in sys.modules:
+            check = validator(dict(schema))
+            assert check is not None
+            check.is_valid({"text": "x"})
+            list(check.iter_errors({"text": 1}))
         decode_message(
             b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1}}'
         )
@@ -117,6 +139,30 @@ def warm() -> None:
         assert result is not None
         encode(InvokeResult(call=1, result=msgspec.Raw(encode(ToolResult(content=[], text="")))))
         decode_arguments(msgspec.msgpack.encode({"text": "x"}))
+
+
+def _warm_types() -> None:
+    """Have msgspec build its type info for every message type loaded (it keeps it on the class)."""
+    classes: list[type[msgspec.Struct]] = [msgspec.Struct]
+    for cls in classes:
+        classes.extend(cls.__subclasses__())
+    for cls in classes[1:]:
+        with contextlib.suppress(Exception):  # a generic or unresolvable one: built where it is used
+            msgspec.msgpack.Decoder(cls)
+            msgspec.json.Decoder(cls)
+
+
+async def _event_loop_round() -> None:
+    """What a worker's event loop does all the time: tasks, channels, cancel scopes, deadlines."""
+    send, receive = trio.open_memory_channel[int](1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive.receive)
+        with trio.move_on_after(60):
+            await send.send(1)
+        event = trio.Event()
+        nursery.start_soon(event.wait)
+        await trio.lowlevel.checkpoint()
+        event.set()
 
 
 def _become_worker(sock: socket.socket, fds: list[int], name: str) -> NoReturn:
@@ -213,5 +259,6 @@ def main(kind: str = "stdio") -> int:
     warm()
     gc.collect()
     gc.freeze()  # everything imported so far lives in the shared pages; the collector leaves it alone
+    pools.fill()  # a worker's new objects go to pages of its own, not into holes among the shared ones
     merge_identical_pages()  # inherited by every fork: the pages workers copy alike are folded back into one
     return serve(sock)

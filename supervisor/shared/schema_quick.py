@@ -22,7 +22,7 @@ import importlib.util
 import re
 from typing import Any, Final
 
-__all__ = ["proves_valid"]
+__all__ = ["KEYWORDS", "proves_valid"]
 
 MAX_DEPTH: Final = 64  # nested schemas proved here; deeper ones are left to jsonschema
 DRAFTS: Final = frozenset(
@@ -50,6 +50,7 @@ _CONSTRAINED: Final = frozenset(
         "unevaluatedProperties", "disallow", "extends", "divisibleBy",
     }
 )  # fmt: skip
+KEYWORDS: Final = _CONSTRAINED  # every keyword of some draft (``supervisor.shared.instance_quick``)
 _STRINGS: Final = frozenset({"title", "description", "$comment", "format"})
 _ANY: Final = frozenset({"default", "const"})
 _BOOLS: Final = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"})

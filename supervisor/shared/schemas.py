@@ -2,14 +2,17 @@
 
 Above: ``supervisor.daemon.registry`` (its own guard on the tools it names), ``workers.listing`` (which
 leaves out a tool whose ``inputSchema`` is unusable) and ``workers.calls`` (a call's arguments and
-result checked against the tool's schemas). Below: ``jsonschema``.
+result checked against the tool's schemas). Below: ``supervisor.shared.schema_quick``,
+``supervisor.shared.instance_quick`` and ``jsonschema``.
 
 A schema is read as the draft its ``$schema`` names, else as 2020-12 (``validator_class``), whether
 it is being checked or used to check; so a schema the supervisor accepts is one a worker can use.
 Checking asks ``supervisor.shared.schema_quick`` first, which proves the common tool schema valid
-without ``jsonschema``; ``jsonschema`` (about 2 MB, with its metaschemas) is imported only for a
-schema it does not prove, and for a validator (a worker's calls). So a supervisor whose servers' tools
-have common schemas never loads it.
+without ``jsonschema``; checking an instance against a schema (``Validators``, a worker's calls) asks
+``supervisor.shared.instance_quick`` first, which proves common arguments valid. ``jsonschema``
+(about 2 MB, with its metaschemas) is imported only for a schema or an instance they do not prove.
+So a supervisor whose servers' tools have common schemas never loads it, nor does a stdio worker
+whose calls have common arguments.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from supervisor.shared.instance_quick import proves_instance
 from supervisor.shared.schema_quick import proves_valid
 
 if TYPE_CHECKING:
     import jsonschema.protocols
 
-__all__ = ["json_schema_problem", "schema_problem", "validator", "validator_class"]
+__all__ = ["Validators", "json_schema_problem", "schema_problem", "validator", "validator_class"]
 
 SCHEMA_VERDICTS: Final = 4096  # schemas whose check is remembered (by their JSON)
 _encode_json = msgspec.json.Encoder(order="deterministic").encode
@@ -45,6 +49,42 @@ def validator(schema: dict[str, Any] | None) -> jsonschema.protocols.Validator |
     if schema is None:
         return None
     return validator_class(schema)(schema)
+
+
+class Validators:
+    """Some tools' schemas, to check instances against (a call's arguments, a result's structured
+    content). What ``supervisor.shared.instance_quick`` proves valid is valid without ``jsonschema``;
+    a tool's validator is built (and ``jsonschema`` imported) the first time an instance is not
+    proved. So a worker whose calls are all proved never loads ``jsonschema``, and one that needs it
+    builds no validator for a tool nobody calls (a validator and its registry are its own memory)."""
+
+    def __init__(self, schemas: dict[str, dict[str, Any] | None]) -> None:
+        self._schemas = schemas
+        self._built: dict[str, jsonschema.protocols.Validator | None] = {}
+
+    def __contains__(self, tool: str) -> bool:
+        return tool in self._schemas
+
+    def schema(self, tool: str) -> dict[str, Any] | None:
+        """``tool``'s schema; None for a tool without one (or unknown, or dropped)."""
+        return self._schemas.get(tool)
+
+    def proves(self, tool: str, instance: Any) -> bool:
+        """Whether ``instance`` is known valid without a validator: no schema, or proved valid."""
+        schema = self._schemas.get(tool)
+        return schema is None or proves_instance(schema, instance)
+
+    def get(self, tool: str) -> jsonschema.protocols.Validator | None:
+        """The validator of ``tool``'s schema; None for a tool without one (or unknown, or dropped)."""
+        if tool not in self._built:
+            self._built[tool] = validator(self._schemas.get(tool))
+        return self._built[tool]
+
+    def drop(self, tool: str) -> None:
+        """Check nothing against ``tool``'s schema from now on."""
+        if tool in self._schemas:
+            self._schemas[tool] = None
+        self._built[tool] = None
 
 
 def schema_problem(schema: Any) -> str | None:

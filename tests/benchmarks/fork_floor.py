@@ -1,32 +1,37 @@
 """Benchmark: the floor under a forked worker, what a child of the zygote dirties before doing any work.
 
-    .venv/bin/python -m tests.benchmarks.fork_floor [--settle S]
+    .venv/bin/python -m tests.benchmarks.fork_floor [--settle S] [--siblings N]
 
-This process imports what the zygote imports (``workers.zygote.PRELOAD``), collects and freezes the
-collector as the zygote does, then forks one child per row, each doing only what the row says, and
-reads its /proc/PID/smaps_rollup after ``--settle`` seconds:
+This process builds the zygote's image as the zygote does (``workers.zygote``: its preload, its
+warm-up, the collector frozen, its allocator pools filled), then, for each row, forks ``--siblings``
+children doing only what the row says, as the zygote forks workers:
 
 - idle: nothing (the copy-on-write cost of being forked from this image);
 - trio: ``trio.run`` of a task that sleeps (the event loop a worker runs);
 - zmq: a ZeroMQ context and one DEALER socket (its two background threads);
+- trio+zmq: both;
 - link zmq / link zmtp: ``trio.run`` of a task reading the worker link, connected to a ROUTER (in a
   process of its own) over ipc: libzmq's DEALER (``TrioSocket``), or the worker's own ZMTP DEALER
-  (``supervisor.shared.zmtp_dealer``), which is what a worker on the ipc link runs.
+  (``supervisor.shared.zmtp_dealer``), which is what a worker on the ipc link runs: the least a worker
+  runs before it starts its server.
 
-USS (private pages) is what each worker adds whatever the number of workers; PSS adds a share of the
-pages it still shares with this parent (divided by 2 here: a real worker shares them with the zygote
-and every sibling). Compare with ``tests.benchmarks.memory``'s per-worker USS: the difference is what
-a worker does after the fork. Not a test: pytest only collects ``test_*.py``.
+One more child, forked last, waits ``--settle`` seconds and reads every child's /proc/PID/smaps_rollup,
+while this process only waits for its answer: whatever the reader does is its own, so the pages the
+children share with this parent and with each other stay shared, as a worker's stay shared with the
+zygote and its siblings. Per row, the median child's USS (private pages: what each worker adds
+whatever the number of workers) and PSS (with its share of the pages it still shares with the parent
+and its siblings: the floor of the per-worker PSS of ``tests.benchmarks.memory`` at that many
+servers). Not a test: pytest only collects ``test_*.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import gc
-import importlib
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,9 +40,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.benchmarks.common import machine_info, print_table
-from workers.zygote import PRELOAD
+from workers import pools, zygote
 
 MB = 1024 / 1e6  # kB -> MB (10^6 bytes)
+READ_TIMEOUT = 120.0  # seconds the reader may take, beyond --settle
+
+
+def _idle() -> None:
+    time.sleep(3600)
 
 
 def _trio() -> None:
@@ -52,6 +62,15 @@ def _zmq() -> None:
     context = zmq.Context()
     context.socket(zmq.DEALER)
     time.sleep(3600)
+
+
+def _trio_zmq() -> None:
+    import trio
+    import zmq
+
+    context = zmq.Context()
+    context.socket(zmq.DEALER)
+    trio.run(trio.sleep, 3600)
 
 
 ROUTER = """
@@ -69,7 +88,7 @@ def _link_zmq(endpoint: str) -> None:
 
     from supervisor.shared.sockets import TrioSocket, new_dealer
 
-    dealer = new_dealer(zmq.Context.instance(), routing_id=b"floor")
+    dealer = new_dealer(zmq.Context.instance(), routing_id=f"floor-{os.getpid()}".encode())
     dealer.connect(endpoint)
     trio.run(TrioSocket(dealer).receive_batch)
 
@@ -79,10 +98,11 @@ def _link_zmtp(endpoint: str) -> None:
 
     from supervisor.shared.zmtp_dealer import ZmtpDealer
 
-    trio.run(ZmtpDealer.connect(endpoint.removeprefix("ipc://"), routing_id=b"floor").receive_batch)
+    path = endpoint.removeprefix("ipc://")
+    trio.run(ZmtpDealer.connect(path, routing_id=f"floor-{os.getpid()}".encode()).receive_batch)
 
 
-CHILDREN: dict[str, Callable[[], None]] = {"idle": lambda: time.sleep(3600), "trio": _trio, "zmq": _zmq}
+CHILDREN: dict[str, Callable[[], None]] = {"idle": _idle, "trio": _trio, "zmq": _zmq, "trio+zmq": _trio_zmq}
 LINKS: dict[str, Callable[[str], None]] = {"link zmq": _link_zmq, "link zmtp": _link_zmtp}
 
 
@@ -97,34 +117,62 @@ def rollup(pid: int) -> dict[str, int]:
     return kb
 
 
-def measure(body: Callable[[], None], settle: float) -> dict[str, int]:
+def _fork(body: Callable[[], None]) -> int:
     pid = os.fork()
     if pid == 0:
         try:
             body()
         finally:
             os._exit(0)
+    return pid
+
+
+def measure(body: Callable[[], None], siblings: int, settle: float) -> list[dict[str, int]]:
+    """Each child's smaps_rollup, read by a reader child while this process only waits."""
+    pids = [_fork(body) for _ in range(siblings)]
+    r, w = os.pipe()
+    reader = os.fork()
+    if reader == 0:
+        os.close(r)
+        time.sleep(settle)  # pacing: the children run their row's body for this long, no state to wait on
+        os.write(w, json.dumps([rollup(pid) for pid in pids]).encode())
+        os._exit(0)
+    os.close(w)
     try:
-        time.sleep(settle)  # pacing: the child runs its row's body for this long, no state to wait on
-        return rollup(pid)
+        chunks = []
+        while chunk := os.read(r, 1 << 16):
+            chunks.append(chunk)
+        readings: list[dict[str, int]] = json.loads(b"".join(chunks))
+        return readings
     finally:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
+        os.close(r)
+        for pid in pids:
+            os.kill(pid, 9)
+        for pid in (*pids, reader):
+            os.waitpid(pid, 0)
+
+
+def _row(name: str, readings: list[dict[str, int]]) -> list[str]:
+    uss = statistics.median(kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0) for kb in readings)
+    pss = statistics.median(kb["Pss"] for kb in readings)
+    rss = statistics.median(kb["Rss"] for kb in readings)
+    return [name, f"{rss * MB:.1f}", f"{uss * MB:.1f}", f"{pss * MB:.1f}"]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--settle", type=float, default=1.5, help="seconds each child runs before it is read")
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds each child runs before it is read")
+    parser.add_argument("--siblings", type=int, default=10, help="children forked per row")
     args = parser.parse_args()
-    for name in PRELOAD:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+    zygote.preload()
+    zygote.warm()
     gc.collect()
     gc.freeze()
+    pools.fill()
     parent = rollup(os.getpid())
-    rows = [["parent (zygote image)", f"{parent['Rss'] * MB:.1f}", "-", "-", "-"]]
+    rows = [["parent (zygote image)", f"{parent['Rss'] * MB:.1f}", "-", "-"]]
     with tempfile.TemporaryDirectory() as private:
         endpoint = f"ipc://{private}/workers"
         router = subprocess.Popen(
@@ -132,24 +180,17 @@ def main() -> int:
         )
         try:
             assert router.stdout is not None and router.stdout.readline() == "ready\n"
-            bodies = {
-                **CHILDREN,
-                **{name: functools.partial(link, endpoint) for name, link in LINKS.items()},
-            }
-            rows += [_row(name, measure(body, args.settle)) for name, body in bodies.items()]
+            links = {name: functools.partial(link, endpoint) for name, link in LINKS.items()}
+            bodies: dict[str, Callable[[], None]] = {**CHILDREN, **links}
+            for name, body in bodies.items():
+                rows.append(_row(name, measure(body, args.siblings, args.settle)))
         finally:
             router.kill()
             router.wait()
-    for key, value in machine_info(settle=args.settle).items():
+    for key, value in machine_info(settle=args.settle, siblings=args.siblings).items():
         print(f"{key}: {value}")
-    print_table(["child", "RSS MB", "USS MB", "PSS MB", "shared MB"], rows)
+    print_table(["child (median)", "RSS MB", "USS MB", "PSS MB"], rows)
     return 0
-
-
-def _row(name: str, kb: dict[str, int]) -> list[str]:
-    uss = kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
-    shared = kb.get("Shared_Clean", 0) + kb.get("Shared_Dirty", 0)
-    return [name, f"{kb['Rss'] * MB:.1f}", f"{uss * MB:.1f}", f"{kb['Pss'] * MB:.1f}", f"{shared * MB:.1f}"]
 
 
 if __name__ == "__main__":

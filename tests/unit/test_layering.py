@@ -139,6 +139,19 @@ def test_a_stdio_worker_and_its_zygote_load_neither_the_mcp_sdk_nor_pydantic_any
     assert not {name.split(".")[0] for name in loaded} & SDK_STACK
 
 
+def test_a_stdio_worker_and_its_zygote_load_no_jsonschema_until_an_instance_is_not_proved() -> None:
+    """The stdio zygote's preload and warm-up, and a stdio worker: arguments are proved valid by
+    ``supervisor.shared.instance_quick``; ``jsonschema`` (and what it loads) is a worker's own
+    import, for a schema or an instance that is not proved."""
+    loaded = _loaded_by_script(
+        "import workers.zygote as z; z.preload(z.PRELOAD); z.warm(); import workers.worker"
+    )
+    assert "workers.calls" in loaded and "supervisor.shared.instance_quick" in loaded
+    assert not {name.split(".")[0] for name in loaded} & {"jsonschema", "referencing", "rpds"}
+
+
 def test_the_remote_zygote_preloads_the_sdks_client_stack() -> None:
     loaded = _loaded_by_script("import workers.zygote as z; z.preload(z.REMOTE_PRELOAD)")
-    assert {"mcp", "mcp_types", "pydantic", "anyio", "httpx2"} <= {name.split(".")[0] for name in loaded}
+    assert {"mcp", "mcp_types", "pydantic", "anyio", "httpx2", "jsonschema"} <= {
+        name.split(".")[0] for name in loaded
+    }
