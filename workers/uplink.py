@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol, assert_never
+from typing import TYPE_CHECKING, Protocol, assert_never
 
 import msgspec
-import zmq
 
 from supervisor.protocol import (
     HEARTBEAT,
@@ -38,8 +37,10 @@ from supervisor.protocol import (
     salvage_call,
 )
 from supervisor.shared.boot import WorkerBoot
-from supervisor.shared.sockets import TrioSocket, new_dealer
 from supervisor.shared.zmtp_dealer import ZmtpDealer
+
+if TYPE_CHECKING:
+    import zmq
 
 __all__ = ["Commands", "Link"]
 
@@ -79,6 +80,10 @@ class Link:
         routing_id = boot.identity.encode()
         if boot.endpoint.startswith(IPC):
             return cls(ZmtpDealer.connect(boot.endpoint[len(IPC) :], routing_id=routing_id))
+        import zmq  # libzmq only off the ipc link: a stdio worker's zygote does not load it
+
+        from supervisor.shared.sockets import TrioSocket, new_dealer
+
         context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         sock = new_dealer(context, routing_id=routing_id)
         sock.connect(boot.endpoint)

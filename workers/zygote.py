@@ -1,6 +1,6 @@
 """The zygote: a pre-imported process that forks workers in milliseconds.
 
-A fresh worker interpreter spends a fraction of a second of CPU importing trio, pyzmq, msgspec and
+A fresh worker interpreter spends a fraction of a second of CPU importing trio, msgspec and
 its own code (a remote worker: the MCP SDK and the HTTP stack too, about a second), and holds tens
 of MB of its own. The supervisor instead starts a zygote, which imports all of that once, runs what
 every worker runs once (``warm``), calls ``gc.freeze()`` (so the collector never writes to the
@@ -16,8 +16,9 @@ whose objects it touches (reference counts, specialised bytecode): the fewer mod
 through, the fewer pages it dirties, and the smaller the zygote image every worker shares.
 
 - ``python -m workers --zygote`` forks stdio workers and imports ``PRELOAD``: the worker's own MCP
-  client (``workers.lean``), trio, pyzmq and msgspec, but not the MCP SDK, pydantic, anyio or the
-  HTTP stack, which a stdio worker never loads (some of the SDK's models load lazily, in the one
+  client (``workers.lean``), trio and msgspec, but not pyzmq (a worker speaks ZMTP itself on its
+  ipc link: ``supervisor.shared.zmtp_dealer``), the MCP SDK, pydantic, anyio or the HTTP stack,
+  which a stdio worker never loads (some of the SDK's models load lazily, in the one
   worker that needs them: ``workers.lean_sdk``), nor ``jsonschema``, which a worker imports only for
   a schema or arguments ``supervisor.shared.instance_quick`` does not prove valid;
 - ``python -m workers --zygote remote`` forks remote workers and imports ``REMOTE_PRELOAD`` as well:
