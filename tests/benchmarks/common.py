@@ -131,7 +131,8 @@ def print_table(header: list[str], rows: list[list[str]], left: int = 1) -> None
 
 
 def write_json(path: Path | None, data: dict[str, Any]) -> None:
-    if path is not None:
+    """Write ``data`` to ``path``; None or ``--json ''`` (which argparse makes ``Path("")``) writes none."""
+    if path is not None and path != Path(""):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2) + "\n")
 
