@@ -315,7 +315,10 @@ def main() -> int:
     )
     parser.add_argument("--settle", type=float, default=1.0, help="seconds of rest between runs")
     parser.add_argument(
-        "--json", type=Path, default=REPO / "tests/benchmarks/results/coldstart.json", help="where to write ('' to write none)"
+        "--json",
+        type=Path,
+        default=REPO / "tests/benchmarks/results/coldstart.json",
+        help="where to write ('' to write none)",
     )
     args = parser.parse_args()
     try:

@@ -329,7 +329,10 @@ def main() -> int:
     parser.add_argument("--peers-venv", type=Path, default=PEERS_DIR, help="where the peers are installed")
     parser.add_argument("--magg-python", default="auto", help="Python >= 3.12 for magg (see peers.py)")
     parser.add_argument(
-        "--json", type=Path, default=REPO / "tests/benchmarks/results/memory.json", help="where to write ('' to write none)"
+        "--json",
+        type=Path,
+        default=REPO / "tests/benchmarks/results/memory.json",
+        help="where to write ('' to write none)",
     )
     args = parser.parse_args()
     try:

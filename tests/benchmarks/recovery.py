@@ -283,7 +283,10 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one recovery or start may take")
     parser.add_argument(
-        "--json", type=Path, default=REPO / "tests/benchmarks/results/recovery.json", help="where to write ('' to write none)"
+        "--json",
+        type=Path,
+        default=REPO / "tests/benchmarks/results/recovery.json",
+        help="where to write ('' to write none)",
     )
     args = parser.parse_args()
     try:
