@@ -44,6 +44,7 @@ from supervisor.protocol import (
     Invoke,
     InvokeProgress,
     InvokeResult,
+    NotRun,
     ProgressCallback,
     ToolResult,
     WorkerTool,
@@ -76,8 +77,9 @@ class Calls:
     """Serves ``Invoke`` and ``Fetch`` once the session is ready; until then each is ``UNAVAILABLE``.
 
     Each call runs in ``tasks`` (the worker's nursery), as does the pacing of its progress; a call
-    that finds the session gone awaits ``lost`` (which ends the worker) instead of answering. An
-    ``Abort`` cancels a running call, which then answers nothing.
+    that finds the session gone awaits ``lost`` (which ends the worker) instead of answering, and one
+    that comes once the server has ended is answered ``NotRun`` (the supervisor may send it to the
+    next server). An ``Abort`` cancels a running call, which then answers nothing.
     """
 
     def __init__(
@@ -132,6 +134,9 @@ class Calls:
         client = self._client
         if client is None:
             self._link.fail(command.call, "UNAVAILABLE", "the server is still starting")
+            return
+        if self._server is not None and self._server.hung_up:  # it ended: this call never reaches it
+            self._link.send(NotRun(call=command.call))
             return
         running = self._track(command)
 

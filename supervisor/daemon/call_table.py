@@ -294,6 +294,14 @@ class CallTable:
                 expired.append(pending)
         return expired
 
+    def not_run(self, call: int, worker: bytes) -> None:
+        """``worker`` never sent ``call`` to its server, which had ended: when the worker is gone the call
+        waits for the next server (``requeue``), as a call to retry does, rather than failing with the
+        calls the server had."""
+        pending = self._pending.get(call)
+        if pending is not None and pending.worker == worker and pending.retry is None:
+            pending.retry = pending.again
+
     def worker_gone(self, worker: bytes, code: ErrorCode, message: str) -> None:
         """A worker incarnation ended: every call it had fails with ``code``, but those ``requeue``
         takes back (a call to retry, moved to wait for its server)."""

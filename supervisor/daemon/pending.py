@@ -51,6 +51,7 @@ class Pending:
     tracestate: str = ""
     started: float | None = None  # a tool call's time sent, while metered (set by ``CallTable.remember``)
     retry: object = None  # what runs it once more if its worker dies (the router's; ``retryIdempotent``)
+    again: object = None  # a tool call's: what runs it on the next worker if this one never sent it
     identity: str = ""  # the client identity it was admitted for (``CallTable.admit``)
 
 

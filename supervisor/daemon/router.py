@@ -131,6 +131,7 @@ class Router:
             return
         pending, waiting = admitted
         pending.tool = route.tool
+        pending.again = waiting  # should its worker never send it (its server gone): ``not_run``
         if route.repeatable and server.spec.retry_idempotent:
             pending.retry = waiting  # its worker's death sends it to the new one (``requeue``)
         payload = self._invoke(waiting, server.name, route.tool, budget, pending)

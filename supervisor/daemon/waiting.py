@@ -105,8 +105,9 @@ class WaitingRoom:
 
     def requeue(self, pending: Pending) -> bool:
         """A call in flight whose worker died, to run once more (``retryIdempotent``, a tool whose
-        annotations say running it twice is harmless): it waits for its server as a new call would.
-        False (it fails as the others) when it was retried before or its server is not coming back."""
+        annotations say running it twice is harmless) or to run at all (its worker never sent it:
+        ``CallTable.not_run``): it waits for its server as a new call would. False (it fails as the
+        others) when it was requeued before or its server is not coming back."""
         entry, pending.retry = pending.retry, None
         server = self._servers.get(pending.server)
         if (
@@ -116,9 +117,7 @@ class WaitingRoom:
             or self.full(server.name)
         ):
             return False
-        log.info(
-            "server %r: call %d (%s) runs again on its new worker", server.name, entry.call, pending.tool
-        )
+        log.info("server %r: call %d (%s) goes to its new worker", server.name, entry.call, pending.tool)
         self._calls.move(entry.call, self.worker_of(server.name))
         self.add(server.name, entry)
         if server.state == "ready" and not isinstance(server.route(entry.client), Refusal):
@@ -144,6 +143,7 @@ class WaitingRoom:
             pending = self._calls.move(entry.call, target.target)
             assert pending is not None
             pending.tool = route.tool
+            pending.again = entry
             budget = max(entry.budget - (now - entry.arrived), 0.001)
             payload = self._invoke(entry, server.name, route.tool, budget, pending)
             if not target.serving:

@@ -31,6 +31,7 @@ from supervisor.protocol import (
     InvokeProgress,
     InvokeResult,
     Logged,
+    NotRun,
     Ready,
     Started,
     ToolsChanged,
@@ -119,6 +120,8 @@ class WorkerLink:
                 if pending is not None:
                     self._settled()
                     self._calls.answer(pending, result)
+            case NotRun(call=call):
+                self._calls.not_run(call, worker)
             case InvokeFailed(call=call, code=code, message=message):
                 pending = self._calls.settle(call, worker)
                 if pending is not None:

@@ -122,6 +122,13 @@ class InvokeFailed(_Message):
     message: str
 
 
+class NotRun(_Message):
+    """Worker -> supervisor: ``call`` came after the worker's server had ended, so it was never sent to
+    it: it may run on the server that replaces it (``CallTable.not_run``)."""
+
+    call: int
+
+
 class ToolsChanged(_Message):
     """Worker -> supervisor: the server's tools changed (it said so, or a refresh found it); all of them."""
 
@@ -168,6 +175,7 @@ WorkerEvent = (
     | Ready
     | InvokeResult
     | InvokeFailed
+    | NotRun
     | InvokeProgress
     | Heartbeat
     | ToolsChanged

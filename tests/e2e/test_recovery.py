@@ -125,6 +125,43 @@ def test_calls_every_50_ms_through_a_kill_9_of_the_server_lose_only_the_call_in_
     assert after.restarts == 1 and after.server_pid != before.server_pid
 
 
+def test_calls_that_reach_a_worker_after_its_server_broke_run_on_the_next_server(
+    start_supervisor: Start,
+) -> None:
+    """A server that closes its stdout and lives on (deaf) ends its worker, which takes a few seconds
+    to stop it. Calls that reach the worker meanwhile never reach that server: they wait for the next
+    one and are answered by it; only the call the server had fails."""
+    sup = start_supervisor(
+        {"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}", TEST_SERVER_CLOSE_STDOUT_TOOL=1)}
+    )
+    before = sup.status()["test"]
+    broken = _call_in_thread(sup, "mcp_test_close_stdout", {"tag": "deaf"}, timeout=60)
+    poll("the server to close its stdout", (sup.state_dir / "deaf.closed").exists, 20)
+    answers: dict[int, str] = {}
+    errors: dict[int, SupervisorError] = {}
+
+    def call(i: int) -> None:
+        with SupervisorClient(sup.endpoint) as client:
+            try:
+                answers[i] = client.call_tool("mcp_test_echo", {"text": f"after {i}"}, timeout=30).text
+            except SupervisorError as exc:
+                errors[i] = exc
+
+    callers = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(3)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(60)
+        assert not caller.is_alive(), "a call made while the worker ended did not finish"
+    broken["thread"].join(30)
+    assert isinstance(broken.get("error"), WorkerCrashedError), broken
+    assert "closed during a call to 'close_stdout'" in str(broken["error"])
+    assert errors == {}
+    assert answers == {i: f"after {i}" for i in range(3)}
+    after = sup.status()["test"]
+    assert after.restarts == 1 and after.server_pid != before.server_pid
+
+
 def test_with_retry_idempotent_a_read_only_call_in_flight_survives_kill_9_and_others_do_not(
     start_supervisor: Start,
 ) -> None:

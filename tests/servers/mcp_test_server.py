@@ -80,6 +80,9 @@ Environment:
                               stdin closes, write PARKED_LINE ("stdin closed; staying alive ...") to
                               stderr and sleep forever with stdout still open: only SIGKILL stops it
     TEST_SERVER_NAME          server name reported to clients (default "mcp-test-server")
+    TEST_SERVER_CLOSE_STDOUT_TOOL  "1": one more tool, ``close_stdout {tag}``: closes the protocol stdout,
+                              creates ``<tag>.closed`` in the state dir, then blocks the event loop for
+                              an hour (the process lives on, reading nothing, until it is killed)
     TEST_SERVER_SILENT_CHANGES  "1": no ``subscriptions/listen``, so tool changes are never announced
     TEST_SERVER_REQUIRE_TOKEN (--http/--sse) the bearer token every request must carry, else 401
     TEST_SERVER_HTTP_STATUS   (--http/--sse) answer every request with this HTTP status
@@ -417,6 +420,15 @@ async def _garbage_stdout(args: dict[str, Any]) -> types.CallToolResult:
     return _text("garbage sent")
 
 
+async def _close_stdout(args: dict[str, Any]) -> types.CallToolResult:
+    fd = PROTOCOL_STDOUT._fd  # the wire (see ProtocolStdout.claim)
+    if fd is not None:
+        os.close(fd)
+    _mark(str(args["tag"]), "closed")
+    time.sleep(3600)  # noqa: ASYNC251 - alive and deaf, as a server whose stdout broke may be
+    return _text("woke up")
+
+
 async def _hang(args: dict[str, Any]) -> types.CallToolResult:
     time.sleep(3600)  # noqa: ASYNC251 - blocking the event loop is the point
     return _text("woke up")
@@ -585,6 +597,13 @@ def build_server() -> Server[Any]:
     page_size = _env_int("TEST_SERVER_PAGE_SIZE")
     list_delay = float(os.environ.get("TEST_SERVER_LIST_DELAY") or 0)
     tools = build_tools(_env_int("TEST_SERVER_EXTRA_TOOLS"))
+    if _env_flag("TEST_SERVER_CLOSE_STDOUT_TOOL"):
+        closer = types.Tool(
+            name="close_stdout",
+            description="Close the protocol stdout and block.",
+            input_schema=_schema({"tag": STRING}),
+        )
+        tools.append((closer, _close_stdout))
     read_only = {name for name in (os.environ.get("TEST_SERVER_READ_ONLY") or "").split(",") if name}
     tools = [
         (t.model_copy(update={"annotations": types.ToolAnnotations(read_only_hint=True)}), fn)
