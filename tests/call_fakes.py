@@ -129,6 +129,7 @@ class FakeStdio:
         self.lines: list[dict[str, Any]] = []
         self.written = trio.Event()
         self.own = OwnRequests(self._write)
+        self.hung_up = False  # the server went first (closed its stdout or exited)
 
     def _write(self, line: bytes, *, at_once: bool = False) -> None:
         self.lines.append(json.loads(line))
