@@ -49,15 +49,16 @@ _TYPES: Final[dict[str, Callable[[Any], bool]]] = {
 _SCALARS: Final = (str, int, float, bool, type(None))
 
 
-def proves_instance(schema: Any, instance: Any) -> bool:
+def proves_instance(schema: Any, instance: Any, *, schema_proved: bool = False) -> bool:
     """True: ``instance`` is valid against ``schema``, as ``jsonschema`` would judge it. False: not
-    proved here (it may be valid or not)."""
+    proved here (it may be valid or not). ``schema_proved``: the caller knows ``proves_valid(schema)``
+    (it checks many instances against one schema), so it is not proved again for each."""
     if not isinstance(schema, dict):
         return schema is True
     # A schema proved valid (which also means a draft whose rules are these) is one jsonschema
     # checks without raising: it stops at the first subschema of an anyOf that holds, say, and
     # would raise on a malformed one before it.
-    return proves_valid(schema) and _proves(schema, instance, 0)
+    return (schema_proved or proves_valid(schema)) and _proves(schema, instance, 0)
 
 
 def _proves(schema: Any, instance: Any, depth: int) -> bool:

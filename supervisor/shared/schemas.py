@@ -61,6 +61,7 @@ class Validators:
     def __init__(self, schemas: dict[str, dict[str, Any] | None]) -> None:
         self._schemas = schemas
         self._built: dict[str, jsonschema.protocols.Validator | None] = {}
+        self._proved: dict[str, bool] = {}  # tool -> its schema proved valid (once, not at every call)
 
     def __contains__(self, tool: str) -> bool:
         return tool in self._schemas
@@ -72,7 +73,12 @@ class Validators:
     def proves(self, tool: str, instance: Any) -> bool:
         """Whether ``instance`` is known valid without a validator: no schema, or proved valid."""
         schema = self._schemas.get(tool)
-        return schema is None or proves_instance(schema, instance)
+        if schema is None:
+            return True
+        proved = self._proved.get(tool)
+        if proved is None:
+            proved = self._proved[tool] = proves_valid(schema)
+        return proved and proves_instance(schema, instance, schema_proved=True)
 
     def get(self, tool: str) -> jsonschema.protocols.Validator | None:
         """The validator of ``tool``'s schema; None for a tool without one (or unknown, or dropped)."""

@@ -201,6 +201,8 @@ def test_validators_prove_first_and_build_a_validator_only_for_what_is_not_prove
     assert check is not None and not check.is_valid({"n": "x"})
     checks.drop("t")
     assert checks.schema("t") is None and checks.get("t") is None and checks.proves("t", {"n": "x"})
+    unproved = Validators({"r": {"type": "object", "$ref": "#/$defs/x", "$defs": {"x": {}}}})
+    assert not unproved.proves("r", {}) and not unproved.proves("r", {})  # its verdict kept, still no
 
 
 def test_checking_common_arguments_loads_no_jsonschema() -> None:
