@@ -207,7 +207,8 @@ class Supervisor:
     # ------------------------------------------------------------- running
 
     def bind(self) -> None:
-        """Bind the sockets (raises ``zmq.ZMQError`` naming the problem); ``run`` binds if not done yet."""
+        """Bind the sockets (raises ``zmq.ZMQError`` or ``OSError`` naming the problem); ``run`` binds if
+        not done yet."""
         if self.curve is not None and self._gate is None:
             self._gate = Gate(self._ctx, self.curve)  # first: with no gate, libzmq lets every key in
         if self._front.socket is None:

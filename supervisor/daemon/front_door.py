@@ -33,7 +33,7 @@ from supervisor.protocol import (
 )
 from supervisor.protocol.scan import top_level_fields
 from supervisor.shared.repeats import Repeats
-from supervisor.shared.sockets import QueueFull, TrioSocket, Unroutable
+from supervisor.shared.sockets import QueueFull, RouterSocket, Unroutable
 
 __all__ = ["FrontDoor"]
 
@@ -54,7 +54,7 @@ class FrontDoor:
     ) -> None:
         """``not_reading(caller)`` drops a client's requests in flight and says how many there were;
         ``queued_replies()`` is the bound on a client's unread replies (for the log)."""
-        self.socket: TrioSocket | None = None
+        self.socket: RouterSocket | None = None
         self._stats = stats
         self._repeats = repeats
         self._handle = handle

@@ -97,7 +97,7 @@ def run(
     )
     try:
         supervisor.bind()
-    except zmq.ZMQError as exc:
+    except (zmq.ZMQError, OSError) as exc:
         raise StartError(f"cannot listen on {endpoint}: {exc}") from exc
     try:
         trio.run(_serve, supervisor, site)

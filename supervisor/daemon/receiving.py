@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import trio
 
-from supervisor.shared.sockets import Poller, TrioSocket
+from supervisor.shared.sockets import Poller, RouterSocket
 
 __all__ = ["Receiver"]
 
@@ -29,7 +29,7 @@ class Receiver:
         self._poller: Poller | None = None
         self._served: trio.Event | None = None  # set after the next pass, if anyone waits
 
-    async def serve(self, front: TrioSocket, link: TrioSocket) -> None:
+    async def serve(self, front: RouterSocket, link: RouterSocket) -> None:
         """Each wake-up drains the worker link, then the front."""
         self._poller = poller = Poller([front, link])
         while True:

@@ -41,7 +41,7 @@ from supervisor.protocol import (
     is_error_code,
 )
 from supervisor.shared.repeats import Repeats
-from supervisor.shared.sockets import TrioSocket, Unroutable
+from supervisor.shared.sockets import RouterSocket, Unroutable
 
 __all__ = ["WorkerLink"]
 
@@ -63,7 +63,7 @@ class WorkerLink:
     ) -> None:
         """``reply`` relays progress to callers; ``settled`` hears that a call was answered; ``ready``
         hands a worker's ``Ready`` on; ``interests`` hears what servers say."""
-        self.socket: TrioSocket | None = None
+        self.socket: RouterSocket | None = None
         self._calls = calls
         self._reply = reply
         self._repeats = repeats

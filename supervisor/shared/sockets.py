@@ -24,13 +24,14 @@ import os
 import select
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import trio
 import zmq
 import zmq.backend
 
 from supervisor.shared.zmtp import BATCH, MAX_MESSAGE_SIZE  # defined with the codec, which needs no libzmq
+from supervisor.shared.zmtp_router import QueueFull, Unroutable, ZmtpRouter, native_path
 
 if TYPE_CHECKING:
     from supervisor.security.keys import ServerKeys
@@ -41,10 +42,14 @@ __all__ = [
     "MAX_MESSAGE_SIZE",
     "Poller",
     "QueueFull",
+    "Receivable",
+    "RouterSocket",
     "TrioSocket",
     "Unroutable",
+    "ZmtpRouter",
     "bind_publisher",
     "bind_router",
+    "bind_zmq_router",
     "fd_of",
     "readable",
 ]
@@ -69,12 +74,14 @@ def readable(sock: zmq.Socket[bytes]) -> bool:
     return bool(cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
 
-class Unroutable(Exception):
-    """A ROUTER reply addressed to a peer that is not connected (any more), or that cannot take it."""
+class Receivable(Protocol):
+    """What a ``Poller`` waits on: an FD that is readable while ``drain`` may have something, and
+    ``drain``, which never waits (``TrioSocket``, ``ZmtpRouter``)."""
 
+    fd: int
+    poller: Poller | None
 
-class QueueFull(Unroutable):
-    """A ROUTER reply to a peer whose queue is at the send high-water mark: it does not read."""
+    def drain(self) -> list[list[bytes]]: ...
 
 
 class TrioSocket:
@@ -128,7 +135,7 @@ class TrioSocket:
 class Poller:
     """Waits until any of its sockets has input; used by one task at a time."""
 
-    def __init__(self, sockets: Sequence[TrioSocket]) -> None:
+    def __init__(self, sockets: Sequence[Receivable]) -> None:
         self.sockets = list(sockets)
         self.waiting = False  # the reader is parked: a send that leaves input pending must wake it
         self._epoll = select.epoll()
@@ -180,6 +187,9 @@ class Poller:
         os.close(self._wakeup)
 
 
+RouterSocket = TrioSocket | ZmtpRouter  # what ``bind_router`` gives
+
+
 def new_dealer(ctx: zmq.Context[zmq.Socket[bytes]], *, routing_id: bytes | None = None) -> zmq.Socket[bytes]:
     """A DEALER with the options every DEALER here needs, not yet connected: no HWM (a request or event
     is never dropped or blocked on by the sender), ``LINGER`` 0 and ``MAXMSGSIZE``; ``routing_id`` for
@@ -226,11 +236,28 @@ def bind_router(
     send_hwm: int = 0,
     recv_hwm: int = 0,
     curve: ServerKeys | None = None,
+) -> TrioSocket | ZmtpRouter:
+    """A ROUTER bound to ``endpoint``: on an ``ipc://`` path without CURVE the one that speaks ZMTP
+    itself (``ZmtpRouter``: no I/O thread between a message and its reader), else libzmq's
+    (``bind_zmq_router``). Raises ``zmq.ZMQError`` or ``OSError`` naming the problem."""
+    path = native_path(endpoint) if curve is None else None
+    if path is not None:
+        return ZmtpRouter(path, send_hwm=send_hwm)  # recv_hwm: it reads a peer only as it is read
+    return bind_zmq_router(ctx, endpoint, send_hwm=send_hwm, recv_hwm=recv_hwm, curve=curve)
+
+
+def bind_zmq_router(
+    ctx: zmq.Context[zmq.Socket[bytes]],
+    endpoint: str,
+    *,
+    send_hwm: int = 0,
+    recv_hwm: int = 0,
+    curve: ServerKeys | None = None,
 ) -> TrioSocket:
-    """A ROUTER bound to ``endpoint`` with the options every ROUTER here needs. ``send_hwm`` bounds the
-    messages queued for each peer (0: no bound), past which a send raises ``QueueFull``; ``recv_hwm``
-    the messages taken from each peer and not yet read, past which that peer's sends wait; ``curve``
-    as for ``bind_publisher``."""
+    """libzmq's ROUTER bound to ``endpoint`` with the options every ROUTER here needs. ``send_hwm``
+    bounds the messages queued for each peer (0: no bound), past which a send raises ``QueueFull``;
+    ``recv_hwm`` the messages taken from each peer and not yet read, past which that peer's sends
+    wait; ``curve`` as for ``bind_publisher``."""
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # unroutable replies raise instead of vanishing
     sock.setsockopt(zmq.LINGER, 0)

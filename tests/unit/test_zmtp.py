@@ -19,7 +19,7 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.shared.sockets import TrioSocket, bind_router
+from supervisor.shared.sockets import TrioSocket, bind_zmq_router
 from supervisor.shared.zmtp import (
     SIGNATURE,
     Command,
@@ -179,7 +179,7 @@ async def receive(sock: TrioSocket | ZmtpDealer, count: int) -> list[list[bytes]
 async def test_messages_go_both_ways_and_the_router_sees_the_routing_id(
     context: zmq.Context[zmq.Socket[bytes]], path: str
 ) -> None:
-    router = bind_router(context, f"ipc://{path}")
+    router = bind_zmq_router(context, f"ipc://{path}")
     dealer = ZmtpDealer.connect(path, routing_id=b"worker-7")
     try:
         dealer.send_nowait([b"one"])
@@ -196,7 +196,7 @@ async def test_messages_go_both_ways_and_the_router_sees_the_routing_id(
 async def test_frames_larger_than_the_socket_buffer_arrive_whole_and_in_order(
     context: zmq.Context[zmq.Socket[bytes]], path: str
 ) -> None:
-    router = bind_router(context, f"ipc://{path}")
+    router = bind_zmq_router(context, f"ipc://{path}")
     dealer = ZmtpDealer.connect(path, routing_id=b"w")
     big = bytes(range(256)) * (32 * 1024)  # 8 MB: many times the socket's buffer
     try:
@@ -217,7 +217,7 @@ async def test_frames_larger_than_the_socket_buffer_arrive_whole_and_in_order(
 async def test_the_routers_close_ends_the_link_and_the_reader_waits_until_closed(
     context: zmq.Context[zmq.Socket[bytes]], path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    router = bind_router(context, f"ipc://{path}")
+    router = bind_zmq_router(context, f"ipc://{path}")
     dealer = ZmtpDealer.connect(path, routing_id=b"w")
     dealer.send_nowait([b"hello"])
     await receive(router, 1)
@@ -295,7 +295,7 @@ async def test_heartbeats_are_answered_and_the_connection_stays_up(
 async def test_a_frame_past_the_limit_closes_the_link_with_its_reason_logged(
     context: zmq.Context[zmq.Socket[bytes]], path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    router = bind_router(context, f"ipc://{path}")
+    router = bind_zmq_router(context, f"ipc://{path}")
     dealer = ZmtpDealer.connect(path, routing_id=b"w", max_size=1000)
     try:
         router.send_nowait([b"w", b"z" * 1001])
@@ -344,7 +344,7 @@ def test_a_silent_peer_ends_the_link_after_the_handshake_timeout(path: str) -> N
 
 async def test_an_abstract_endpoint_is_reached(context: zmq.Context[zmq.Socket[bytes]], path: str) -> None:
     name = "@" + path.replace("/", "-")
-    router = bind_router(context, f"ipc://{name}")
+    router = bind_zmq_router(context, f"ipc://{name}")
     dealer = ZmtpDealer.connect(name, routing_id=b"w")
     try:
         dealer.send_nowait([b"hi"])
