@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections import deque
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -31,10 +30,12 @@ import zmq
 from supervisor.client.aio_events import AsyncEventWatch, AsyncToolCache
 from supervisor.client.answers import Handler, answer_failed, answer_with, request_params
 from supervisor.client.dial import dial, no_answer, unreachable
-from supervisor.client.errors import SupervisorError
+from supervisor.client.errors import SupervisorError, SupervisorUnreachableError
 from supervisor.client.exchanges import LIVENESS_TICK, LIVENESS_WAIT, Exchange, Requests
 from supervisor.client.liveness import Liveness
 from supervisor.client.methods import Methods, StubBase, awaiting
+from supervisor.client.replies import Replies
+from supervisor.client.zmtp_link import ZmtpLink
 from supervisor.protocol import (
     Answer,
     CallProgress,
@@ -47,6 +48,7 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.security.curve import HandshakeWatch
+from supervisor.shared.paths import ipc_path
 from supervisor.shared.sockets import fd_of, new_dealer, readable
 
 __all__ = ["AsyncSupervisorClient"]
@@ -59,9 +61,10 @@ class AsyncSupervisorClient(StubBase):
     ``supervisor.client.blocking``."""
 
     def _init_transport(self) -> None:
-        self._sock: zmq.Socket[bytes] | None = None
+        self._sock: zmq.Socket[bytes] | None = None  # libzmq's DEALER, or
+        self._link: ZmtpLink | None = None  # on asyncio and ipc, our own
         self._watch: HandshakeWatch | None = None
-        self._waiters: dict[int, _Replies] = {}
+        self._waiters: dict[int, Replies] = {}
         self._open: AsyncExitStack | None = None  # what __aexit__ undoes
         self._origin: AsyncSupervisorClient | None = None  # for ``as_client``: the client that reads
         self._future: Callable[[], Awaitable[None]] | None = None  # asyncio's loop.create_future
@@ -70,6 +73,9 @@ class AsyncSupervisorClient(StubBase):
     async def __aenter__(self) -> Self:
         async with AsyncExitStack() as stack:
             stack.callback(self._ctx.destroy, linger=0)
+            if self._link_in_loop(stack):
+                self._open = stack.pop_all()
+                return self
             self._sock, self._watch = dial(
                 lambda: new_dealer(self._ctx), self.endpoint, self.keys, unreachable(self.endpoint)
             )
@@ -151,26 +157,23 @@ class AsyncSupervisorClient(StubBase):
     async def _request(
         self, request: FrontRequest, wait: float | None = None, progress: ProgressCallback | None = None
     ) -> FrontReply:
-        sock = self._sock
-        if sock is None:
+        if self._sock is None and self._link is None:
             raise SupervisorError("use the client as 'async with AsyncSupervisorClient() as sup'")
         wait = self.request_timeout if wait is None else wait
-        receive = self._waiters[request.id] = _Replies((self._origin or self)._future)
+        receive = self._waiters[request.id] = Replies((self._origin or self)._future)
         in_flight = False  # sent, and not yet answered
         try:
-            if self._watch is not None:
-                self._watch.redial(sock)
-            sock.send(encode(request), zmq.NOBLOCK)
+            if self._watch is not None and self._sock is not None:
+                self._watch.redial(self._sock)
+            self._send(encode(request))
             in_flight = True
-            self._wake_reader_if_readable()
             probe = Liveness(wait, self.endpoint)
             loop = (self._origin or self)._loop
             deadline = (anyio.current_time() if loop is None else loop.time()) + wait
-            while (reply := await self._next_reply(sock, receive, probe, deadline)) is not None:
+            while (reply := await self._next_reply(receive, probe, deadline)) is not None:
                 if isinstance(reply, ServerRequest):
                     with anyio.CancelScope(deadline=deadline):
-                        sock.send(encode(await self._answer(reply)), zmq.NOBLOCK)
-                        self._wake_reader_if_readable()
+                        self._send(encode(await self._answer(reply)))
                     continue
                 if not isinstance(reply, CallProgress):
                     in_flight = False
@@ -188,12 +191,10 @@ class AsyncSupervisorClient(StubBase):
         finally:
             del self._waiters[request.id]
             if in_flight:  # cancelled, or given up on: the supervisor need not carry on with it
-                self._cancel(sock, request.id)
+                self._cancel(request.id)
         raise no_answer(self.endpoint, wait, self._watch)  # or a failed handshake closed `receive`
 
-    async def _next_reply(
-        self, sock: zmq.Socket[bytes], receive: _Replies, probe: Liveness, deadline: float
-    ) -> FrontReply | None:
+    async def _next_reply(self, receive: Replies, probe: Liveness, deadline: float) -> FrontReply | None:
         """The next reply to one request, or None once ``deadline`` has passed or a failed handshake
         ended the wait. In a long wait, the supervisor is pinged when it falls silent (``Liveness``:
         ``SupervisorUnreachableError`` when it does not answer). Each reply is waited for until the
@@ -217,10 +218,9 @@ class AsyncSupervisorClient(StubBase):
                 return reply
             ping = probe.due(clock(), self._requests)
             if ping is not None:
-                answered = self._waiters[ping.id] = _Replies((self._origin or self)._future)
+                answered = self._waiters[ping.id] = Replies((self._origin or self)._future)
                 try:
-                    sock.send(encode(ping), zmq.NOBLOCK)
-                    self._wake_reader_if_readable()
+                    self._send(encode(ping))
                     with anyio.CancelScope(deadline=min(deadline, clock() + LIVENESS_WAIT)):
                         probe.heard(await answered.receive(), clock())
                 except anyio.EndOfStream:
@@ -260,14 +260,20 @@ class AsyncSupervisorClient(StubBase):
         twin._origin, twin._open = self._origin or self, None
         return twin
 
-    def _cancel(self, sock: zmq.Socket[bytes], id: int) -> None:
+    def _send(self, data: bytes) -> None:
+        """Send one request; never blocks."""
+        if self._link is not None:
+            self._link.send(data)
+            return
+        assert self._sock is not None
+        self._sock.send(data, zmq.NOBLOCK)
+        self._wake_reader_if_readable()
+
+    def _cancel(self, id: int) -> None:
         """Send ``Cancel`` for a request nobody waits for any more; best effort, and never blocks (it
         runs while a cancellation unwinds): a full queue or a closed socket drop it."""
-        try:
-            sock.send(encode(Requests.cancel(id)), zmq.NOBLOCK)
-            self._wake_reader_if_readable()
-        except zmq.ZMQError:  # zmq.Again: the queue to the supervisor is full; or the client is closed
-            pass
+        with suppress(zmq.ZMQError, ConnectionError):  # zmq.Again: the queue is full; or the client is closed
+            self._send(encode(Requests.cancel(id)))
 
     async def _watch_handshakes(self, watch: HandshakeWatch) -> None:
         """A failed handshake ends every waiting request with its reason."""
@@ -290,13 +296,36 @@ class AsyncSupervisorClient(StubBase):
         """Every reply queued, to the request waiting for its id (none waits: dropped). The queue is
         asked before each read (which also re-arms the FD's edge), so that no read fails."""
         while readable(sock):
-            try:
-                reply = decode_front_reply(sock.recv(zmq.NOBLOCK))
-            except msgspec.DecodeError:
-                continue  # not from a supervisor we understand; nobody is waiting for it
-            waiter = self._waiters.get(reply.id)
-            if waiter is not None:
-                waiter.send_nowait(reply)
+            self._take(sock.recv(zmq.NOBLOCK))
+
+    def _take(self, payload: bytes) -> None:
+        """A reply, to the request waiting for its id (none waits: dropped)."""
+        try:
+            reply = decode_front_reply(payload)
+        except msgspec.DecodeError:
+            return  # not from a supervisor we understand; nobody is waiting for it
+        waiter = self._waiters.get(reply.id)
+        if waiter is not None:
+            waiter.send_nowait(reply)
+
+    def _link_in_loop(self, stack: AsyncExitStack) -> bool:
+        """On asyncio and an ``ipc://`` endpoint, our own DEALER (``supervisor.client.zmtp_link``),
+        read by a callback of the loop's; False elsewhere (libzmq's)."""
+        asyncio = sys.modules.get("asyncio")  # loaded when the application runs on it; never imported here
+        path = ipc_path(self.endpoint)
+        if asyncio is None or path is None or self.keys is not None or str(path) in ("", "*"):
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no asyncio loop: trio's
+            return False
+        if not path.exists():
+            raise SupervisorUnreachableError(unreachable(self.endpoint)(path))
+        self._link = ZmtpLink(loop, str(path), self._take)
+        stack.callback(self._link.close)
+        self._future = loop.create_future
+        self._loop = loop
+        return True
 
     def _read_in_loop(self, sock: zmq.Socket[bytes], stack: AsyncExitStack) -> bool:
         """On asyncio, the replies are read by a callback the event loop runs whenever the socket's FD is
@@ -323,76 +352,3 @@ class AsyncSupervisorClient(StubBase):
         while True:
             self._hand_out(sock)  # until the queue is empty: the FD's edge re-armed
             await anyio.wait_readable(fd)
-
-
-class _Replies:
-    """One request's replies as the reader hands them out (its terminal reply, and the progress and
-    server requests before it), unbounded: the supervisor sends one terminal reply and a few progress
-    notifications a second. Lighter than a memory object stream, whose every ``receive`` is a
-    checkpoint and notes the waiting task; ``close`` ends the wait (``EndOfStream``: a failed
-    handshake). ``future``: on asyncio, the loop's ``create_future``, awaited as it is (no event
-    around it); else an anyio event is waited on."""
-
-    __slots__ = ("_closed", "_future", "_queue", "_ready")
-
-    def __init__(self, future: Callable[[], Awaitable[None]] | None = None) -> None:
-        self._queue: deque[FrontReply] = deque()
-        self._future = future
-        self._ready: Any = None  # set when a reply comes, while one is awaited: an event or a future
-        self._closed = False
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._queue)
-
-    def send_nowait(self, reply: FrontReply) -> None:
-        self._queue.append(reply)
-        self._wake()
-
-    def close(self) -> None:
-        self._closed = True
-        self._wake()
-
-    def _wake(self) -> None:
-        ready = self._ready
-        if ready is None:
-            return
-        if self._future is None:
-            ready.set()
-        elif not ready.done():
-            ready.set_result(None)
-
-    def receive_nowait(self) -> FrontReply:
-        return self._queue.popleft()
-
-    async def receive_before(self, loop: Any, when: float) -> FrontReply | None:
-        """The next reply, or None once the clock reaches ``when`` first: on asyncio (``loop``), with
-        a timer of the loop's that wakes the wait; else in a cancel scope."""
-        if loop is None:
-            with anyio.CancelScope(deadline=when):
-                return await self.receive()
-            return None
-        if not self._queue and not self._closed:
-            ready = self._ready = self._future()  # type: ignore[misc]  # given with a loop
-            timer = loop.call_at(when, self._wake)
-            try:
-                await ready
-            finally:
-                self._ready = None
-                timer.cancel()
-        return await self.receive() if self._queue or self._closed else None
-
-    async def receive(self) -> FrontReply:
-        while not self._queue:
-            if self._closed:
-                raise anyio.EndOfStream
-            try:
-                if self._future is None:
-                    self._ready = anyio.Event()
-                    await self._ready.wait()
-                else:
-                    self._ready = self._future()
-                    await self._ready
-            finally:
-                self._ready = None
-        return self._queue.popleft()

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from supervisor.client import AsyncSupervisorClient, SupervisorUnreachableError
-from supervisor.client.aio import _Replies
+from supervisor.client.replies import Replies
 from supervisor.protocol import CallProgress, CallResult, CallTool, Done, GetStatus
 from tests.unit.test_client_cancel import WAIT, PlayedSupervisor, _result
 
@@ -100,7 +100,7 @@ def test_an_asyncio_client_twin_shares_the_loops_reader(played: PlayedSupervisor
 
 
 async def test_a_requests_replies_come_in_order_and_a_close_ends_the_wait_after_them() -> None:
-    replies = _Replies()
+    replies = Replies()
     replies.send_nowait(Done(id=1))
     replies.send_nowait(Done(id=2))
     assert replies.pending
@@ -114,7 +114,7 @@ async def test_a_requests_replies_come_in_order_and_a_close_ends_the_wait_after_
                 await replies.receive()
 
 
-async def _later(replies: _Replies) -> None:
+async def _later(replies: Replies) -> None:
     await trio.lowlevel.checkpoint()
     replies.send_nowait(Done(id=3))
     await trio.lowlevel.checkpoint()
@@ -122,7 +122,7 @@ async def _later(replies: _Replies) -> None:
 
 
 async def test_a_wait_cancelled_leaves_the_queue_usable() -> None:
-    replies = _Replies()
+    replies = Replies()
     with trio.move_on_after(0):
         await replies.receive()
     replies.send_nowait(Done(id=9))
@@ -147,7 +147,7 @@ def test_on_asyncio_a_request_nobody_answers_ends_unreachable_when_its_wait_is_o
 def test_on_asyncio_a_wait_for_a_reply_ends_at_its_time_or_with_the_reply_or_the_close() -> None:
     async def main() -> list[object]:
         loop = asyncio.get_running_loop()
-        replies = _Replies(loop.create_future)
+        replies = Replies(loop.create_future)
         seen: list[object] = [await replies.receive_before(loop, loop.time() + 0.01)]  # none came: None
         loop.call_soon(replies.send_nowait, Done(id=1))
         seen.append(await replies.receive_before(loop, loop.time() + WAIT))
