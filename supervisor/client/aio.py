@@ -2,9 +2,11 @@
 
 Above: agents' async code, as ``async with AsyncSupervisorClient() as sup``. Beside it: the blocking
 ``SupervisorClient`` (``supervisor.client.blocking``), with the same methods, written once for both
-(``supervisor.client.methods``). Below: one DEALER (``supervisor.client.dial``) and one
-reader task that hands each reply to the request waiting for its id, so any number of tasks may call
-at once on one client; a failed CURVE handshake ends every waiting request with its reason.
+(``supervisor.client.methods``). Below: one DEALER and one reader that hands each reply to the
+request waiting for its id (``Replies``), so any number of tasks may call at once on one client: on
+asyncio with an ``ipc://`` endpoint our own (``supervisor.client.zmtp_link``), read by a callback of
+the loop; else libzmq's (``supervisor.client.dial``), read by a callback on asyncio or a task on
+trio. A failed CURVE handshake ends every waiting request with its reason.
 
 A request whose waiting task is cancelled (its cancel scope, task group or asyncio task) while the
 request is in flight is cancelled at the supervisor too: the client sends ``Cancel`` for it before
