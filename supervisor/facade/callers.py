@@ -93,6 +93,7 @@ class Hosts:
         self._suspended: dict[str, _Suspended] = {}  # requestState -> the call it resumes
         self.tasks: anyio.abc.TaskGroup | None = None  # where 2026-07-28 hosts' calls run
         self._plain: tuple[AsyncSupervisorClient, AsyncSupervisorClient] | None = None  # (client, view)
+        self._twins: dict[str, tuple[AsyncSupervisorClient, AsyncSupervisorClient]] = {}  # of sessions
 
     async def call(
         self,
@@ -198,8 +199,10 @@ class Hosts:
     def identity(self, ctx: ServerRequestContext[Any, Any]) -> str:
         headers = getattr(ctx.request, "headers", None)
         session_id = headers.get("mcp-session-id") if headers is not None else None
-        if not session_id:
-            return self._prefix
+        return self.identity_of(session_id) if session_id else self._prefix
+
+    def identity_of(self, session_id: str) -> str:
+        """The identity of the HTTP host session ``session_id``."""
         identity = self._identities.get(session_id)
         if identity is None:
             identity = self._identities[session_id] = f"{self._prefix}-{next(self._numbers)}"
@@ -207,9 +210,18 @@ class Hosts:
                 del self._identities[next(iter(self._identities))]
         return identity
 
-    def plain(self, client: AsyncSupervisorClient) -> AsyncSupervisorClient:
-        """``client`` as a host without a session of its own (stdio, stateless HTTP) that answers no
-        server requests: what ``client`` gives such a host, kept while ``client`` is the link's."""
+    def plain(self, client: AsyncSupervisorClient, session_id: str | None = None) -> AsyncSupervisorClient:
+        """``client`` as a host that answers no server requests: one without a session of its own
+        (stdio, stateless HTTP), or the HTTP host session ``session_id``; kept while ``client`` is
+        the link's."""
+        if session_id is not None:
+            identity = self.identity_of(session_id)
+            twin = self._twins.get(identity)
+            if twin is None or twin[0] is not client:
+                if len(self._twins) >= MAX_SESSIONS_KNOWN:
+                    self._twins.clear()
+                twin = self._twins[identity] = (client, client.as_client(identity))
+            return twin[1]
         kept = self._plain
         if kept is None or kept[0] is not client:
             kept = self._plain = (client, client.as_client(self._prefix))

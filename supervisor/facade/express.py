@@ -184,15 +184,18 @@ class Express:
 
     # ------------------------------------------------------------ answers
 
-    async def answer(self, taken: Taken, notify: Notify | None = None) -> tuple[bytes, int | None]:
+    async def answer(
+        self, taken: Taken, notify: Notify | None = None, session: str | None = None
+    ) -> tuple[bytes, int | None]:
         """The answer to ``taken`` (a JSON-RPC response or error, as bytes) and its error's code (None
-        for a result); the server's progress goes to ``notify`` as the host's ``notifications/progress``."""
+        for a result); the server's progress goes to ``notify`` as the host's ``notifications/progress``.
+        ``session``: the HTTP host session it came in (its calls are made as that host)."""
         counted = (taken.method, taken.version)
         if counted not in self.taken:
             log.debug("%s of protocol %s answered on the fast path", *counted)
         self.taken[counted] = self.taken.get(counted, 0) + 1
         try:
-            result = taken.listing if taken.listing is not None else await self._call(taken, notify)
+            result = taken.listing if taken.listing is not None else await self._call(taken, notify, session)
         except MCPError as exc:
             error = exc.error.model_dump(by_alias=True, mode="json", exclude_unset=True)
             return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error}), exc.error.code
@@ -205,7 +208,7 @@ class Express:
             return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error}), error["code"]
         return _encode({"jsonrpc": "2.0", "id": taken.id, "result": result}), None
 
-    async def _call(self, taken: Taken, notify: Notify | None) -> dict[str, Any]:
+    async def _call(self, taken: Taken, notify: Notify | None, session: str | None) -> dict[str, Any]:
         upstream = self._client()
         name, tool = self._tools.target(upstream, taken.name)
         progress = None
@@ -213,7 +216,7 @@ class Express:
             progress = _progress(notify, taken.progress)
         try:
             async with upstream.calling() as client:
-                host = self._hosts.plain(client)
+                host = self._hosts.plain(client, session)
                 result = await self._tools.route(host, name, taken.arguments or {}, progress)
         except SupervisorGone as exc:
             result = error_result(f"UNAVAILABLE: {exc}")

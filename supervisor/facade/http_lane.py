@@ -27,34 +27,38 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
 import msgspec
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
-    MCP_METHOD_HEADER,
-    MCP_NAME_HEADER,
-    MCP_PARAM_HEADER_PREFIX,
-    MCP_PROTOCOL_VERSION_HEADER,
     X_MCP_HEADER_KEY,
     decode_header_value,
     validate_mcp_param_headers,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.facade.express import Express, Taken
 from supervisor.facade.guard import ANSWER, GONE
+from supervisor.facade.host_sessions import Sessions, SessionStream
+from supervisor.facade.lane_requests import (
+    MAX_KEPT,
+    Headers,
+    Message,
+    Receive,
+    Routing,
+    cancelled_request,
+    read_body,
+    replaying,
+)
 from supervisor.facade.served_tools import ServedTools
 
 __all__ = ["SSE_PING_INTERVAL", "FastLane"]
 
 Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Answer = Callable[[int, bytes, bytes], bool]  # guard.ANSWER: (status, header lines, body) -> written
 
 SSE_PING_INTERVAL: Final = 15.0  # seconds of a silent call before its answer is a pinged event stream
-MAX_BODY: Final = DEFAULT_MAX_REQUEST_BODY_SIZE  # bytes of a body the lane reads; a longer one is the SDK's
+PRIME_AFTER: Final = 0.05  # seconds before a host session's call sends its stream's head and priming
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _JSON_FIELDS: Final = (
     b"content-type: application/json\r\ncontent-length: %d\r\n"  # the same, as ANSWER takes them
@@ -66,28 +70,26 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _PING: Final = b": ping\r\n\r\n"
-_PARAM_PREFIX: Final = MCP_PARAM_HEADER_PREFIX.lower().encode()
-_JSON_TYPES: Final = frozenset({"*/*", "application/*", "application/json"})
-_SSE_TYPES: Final = frozenset({"*/*", "text/*", "text/event-stream"})
-_VERSION: Final = MCP_PROTOCOL_VERSION_HEADER.encode()
-_METHOD: Final = MCP_METHOD_HEADER.encode()
-_NAME: Final = MCP_NAME_HEADER.encode()
-_ROUTING: Final = frozenset({_VERSION, _METHOD, _NAME})  # the SDK refuses any of them twice
-_READ: Final = frozenset({b"content-type", b"accept", b"content-length", b"mcp-session-id"})
-_MODERN: Final = {version.encode(): version for version in MODERN_PROTOCOL_VERSIONS}
+_SSE_FIELDS: Final = (  # a session's answer, as the SDK's event stream heads it (guard.ANSWER's form)
+    b"cache-control: no-cache, no-transform\r\nconnection: keep-alive\r\n"
+    b"content-type: text/event-stream\r\nx-accel-buffering: no\r\n"
+)
 _MIRRORED: Final = msgspec.json.encode(X_MCP_HEADER_KEY)  # in a schema that may mirror arguments in headers
-MAX_KEPT: Final = 64  # distinct Accept and Content-Type values whose verdict is kept
 
 
 class FastLane:
     """ASGI middleware: the requests ``Express`` answers, answered; the others passed to ``app``."""
 
-    def __init__(self, app: ASGIApp, express: Express, tools: ServedTools, path: str) -> None:
+    def __init__(
+        self, app: ASGIApp, express: Express, tools: ServedTools, path: str, sessions: Sessions | None = None
+    ) -> None:
         self._app = app
         self._express = express
         self._tools = tools
         self._path = path
-        self._headers = _Headers()
+        self._sessions = sessions  # the SDK's host sessions, whose plain hosts' requests it may take
+        self._in_flight: dict[tuple[str, str], _Exchange] = {}  # session calls: (session, request id)
+        self._headers = Headers()
         self._schemas: dict[str, tuple[dict[str, Any], bool]] = {}  # tool -> (its schema, whether it mirrors)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -95,21 +97,43 @@ class FastLane:
             await self._app(scope, receive, send)
             return
         headers = self._headers.of(scope["headers"])
-        if headers is None:
+        stream = None
+        if headers is not None and headers.session is not None:
+            transport = None
+            if self._sessions is not None:
+                transport = self._sessions.for_fast_path(headers.session, headers.version)
+            stream = None if transport is None else SessionStream(transport, headers.session)
+        if headers is None or (headers.session is not None and stream is None):
             await self._app(scope, receive, send)
             return
         read: list[Message] = []
-        body = await _body(receive, read)
-        taken = None if body is None else self._express.take(body, None)
+        body = await read_body(receive, read)
+        taken = (
+            None if body is None else self._express.take(body, None if stream is None else headers.version)
+        )
         if taken is None or not self._agrees(taken, headers):
-            await self._app(scope, _replaying(read, receive), send)
+            if stream is not None and body is not None:
+                self._cancel(stream.session, body)  # and the SDK answers it, as any notification
+            await self._app(scope, replaying(read, receive), send)
             return
-        await self._answer(taken, scope, receive, send)
+        await self._answer(taken, scope, receive, send, stream)
 
-    def _agrees(self, taken: Taken, headers: _Routing) -> bool:
+    def _cancel(self, session: str, body: bytes) -> None:
+        """A host's ``notifications/cancelled`` for a call of its session on the fast path, applied."""
+        request = cancelled_request(body)
+        exchange = None if request is None else self._in_flight.get((session, request))
+        if exchange is not None:
+            exchange.cancel()
+
+    def _agrees(self, taken: Taken, headers: Routing) -> bool:
         """Whether the SDK would serve ``taken`` as the fast path does: its headers agree with the body,
-        and it needs nothing the SDK's entry does otherwise (progress, Mcp-Param headers)."""
-        if taken.progress is not None or headers.version != taken.version or headers.method != taken.method:
+        and it needs nothing the SDK's entry does otherwise (progress, Mcp-Param headers). A session's
+        request (the handshake era) is routed by its body alone."""
+        if taken.progress is not None or headers.version != taken.version:
+            return False
+        if headers.session is not None:
+            return True
+        if headers.method != taken.method:
             return False
         if taken.method != "tools/call":
             return True
@@ -135,49 +159,86 @@ class FastLane:
             kept = self._schemas[name] = (schema, _MIRRORED in msgspec.json.encode(schema))
         return kept[1]
 
-    async def _answer(self, taken: Taken, scope: Scope, receive: Receive, send: Send) -> None:
-        """The answer, as JSON; as an event stream once the call outlasts ``SSE_PING_INTERVAL``.
+    async def _answer(
+        self, taken: Taken, scope: Scope, receive: Receive, send: Send, stream: SessionStream | None = None
+    ) -> None:
+        """The answer, as JSON; as an event stream once the call outlasts ``SSE_PING_INTERVAL``. In a
+        host session (``stream``), as the SDK answers there: an event stream, opened by a priming event
+        (2025-11-25 and later) and each event kept for the host's ``Last-Event-ID``; a host that goes
+        away does not cancel the call, whose answer is kept for it to resume, as on the SDK's path.
 
         The watches are asyncio's own (uvicorn serves on asyncio): the connection's end, which the
         guarded protocol signals (``guard.GONE``; elsewhere, a task that waits for the host's
-        disconnect), and a timer for the stream; anyio's cancel scopes cost more than the rest. A JSON
+        disconnect), and a timer for the stream; anyio's cancel scopes cost more than the rest. An
         answer is written whole by the guarded protocol (``guard.ANSWER``), else sent as ASGI
         messages."""
-        exchange = _Exchange(send, asyncio.current_task())
+        head, opening, session = _SSE_HEADERS, b"", None
+        if stream is not None:
+            head = [*_SSE_HEADERS, (b"mcp-session-id", stream.session.encode())]
+            opening, session = await stream.opening(taken), stream.session
+        exchange = _Exchange(send, asyncio.current_task(), head, opening)
         loop = asyncio.get_running_loop()
         extensions = scope.get("extensions") or {}
-        gone: asyncio.Future[None] | None = extensions.get(GONE)
+        gone: asyncio.Future[None] | None = None if stream is not None else extensions.get(GONE)
         watch = None
         if gone is not None:
             gone.add_done_callback(exchange.went)
-        else:
+        elif stream is None:
             watch = loop.create_task(exchange.watch(receive))
-        timer = loop.call_later(SSE_PING_INTERVAL, exchange.start_stream)
+        # A session's host resumes a broken stream from its priming event: a call that is not answered
+        # at once sends it (the SDK's sends it first thing); a quick one is written whole, in one go.
+        timer = loop.call_later(SSE_PING_INTERVAL if stream is None else PRIME_AFTER, exchange.start_stream)
+        key = None if session is None else (session, str(taken.id))
         try:
-            body, code = await self._express.answer(taken)
+            if stream is None:
+                body, code = await self._express.answer(taken)
+            else:
+                assert key is not None
+                self._in_flight[key] = exchange
+                with stream:
+                    body, code = await self._express.answer(taken, session=session)
         except asyncio.CancelledError:
-            if not exchange.gone:
+            if not exchange.gone and not exchange.cancelled:
                 raise
             if exchange.task is not None:
                 exchange.task.uncancel()
-            return  # the host went away: nobody to answer
+            if exchange.gone:
+                return  # the host went away: nobody to answer
+            # cancelled by the host: its stream ends with the error the SDK's ends such a request with
+            error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
+            body, code = (
+                msgspec.json.encode({"jsonrpc": "2.0", "id": taken.id, "error": error}),
+                REQUEST_CANCELLED,
+            )
         finally:
+            if key is not None and self._in_flight.get(key) is exchange:
+                del self._in_flight[key]
             timer.cancel()
             if gone is not None:
                 gone.remove_done_callback(exchange.went)
             if watch is not None:
                 watch.cancel()
+        event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+        if stream is not None:
+            event = b"id: " + stream.kept(taken, body) + b"\r\n" + event
         if exchange.pings is not None:  # the answer ends the event stream
             exchange.pings.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await exchange.pings  # no ping is being sent now
             if not exchange.streaming:
-                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+                await send({"type": "http.response.start", "status": 200, "headers": head})
+                event = opening + event
             await send({"type": "http.response.body", "body": event, "more_body": False})
             return
-        status = 200 if code is None else ERROR_CODE_HTTP_STATUS.get(code, 200)
         answer: Answer | None = extensions.get(ANSWER)
+        if stream is not None:
+            event = opening + event
+            fields = _SSE_FIELDS + b"mcp-session-id: %s\r\ncontent-length: %d\r\n" % (head[-1][1], len(event))
+            if answer is None or not answer(200, fields, event):
+                await send({"type": "http.response.start", "status": 200, "headers": head})
+                await send({"type": "http.response.body", "body": event})
+            return
+        status = 200 if code is None else ERROR_CODE_HTTP_STATUS.get(code, 200)
         if answer is not None and answer(status, _JSON_FIELDS % len(body), body):
             return  # written whole by the connection's protocol (guard.ANSWER)
         headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
@@ -188,12 +249,23 @@ class FastLane:
 class _Exchange:
     """One fast-path request's watches: the host's disconnect, and the event stream of a long call."""
 
-    def __init__(self, send: Send, task: asyncio.Task[Any] | None) -> None:
+    def __init__(
+        self, send: Send, task: asyncio.Task[Any] | None, head: list[tuple[bytes, bytes]], opening: bytes
+    ) -> None:
         self._send = send
-        self.task = task  # the request's own, cancelled when the host goes away
+        self._head = head  # the event stream's headers
+        self._opening = opening  # its first event (a session's priming event), or nothing
+        self.task = task  # the request's own, cancelled when the host goes away or cancels it
         self.gone = False
+        self.cancelled = False  # by the host's notifications/cancelled
         self.pings: asyncio.Task[None] | None = None  # once the answer is an event stream
         self.streaming = False  # its head sent
+
+    def cancel(self) -> None:
+        """The host cancelled the request: its task is cancelled."""
+        self.cancelled = True
+        if self.task is not None:
+            self.task.cancel()
 
     def went(self, _: object = None) -> None:
         """The host went away: the request's task is cancelled."""
@@ -210,104 +282,11 @@ class _Exchange:
         self.pings = asyncio.get_running_loop().create_task(self._ping())
 
     async def _ping(self) -> None:
-        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await self._send({"type": "http.response.start", "status": 200, "headers": self._head})
         self.streaming = True
+        if self._opening:  # a session's stream: primed now, pinged from SSE_PING_INTERVAL on
+            await self._send({"type": "http.response.body", "body": self._opening, "more_body": True})
+            await asyncio.sleep(SSE_PING_INTERVAL)
         while True:
             await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
             await asyncio.sleep(SSE_PING_INTERVAL)
-
-
-class _Routing(msgspec.Struct, frozen=True):
-    """What the lane reads of a request's headers: its protocol version and routing headers."""
-
-    version: str
-    method: str | None
-    name: bytes | None  # as sent
-
-
-class _Headers:
-    """The lane's reading of a request's headers, with the verdicts on ``Accept`` and ``Content-Type``
-    values kept (a host sends the same ones each time)."""
-
-    def __init__(self) -> None:
-        self._accepts: dict[bytes, bool] = {}
-        self._types: dict[bytes, bool] = {}
-
-    def of(self, raw: list[tuple[bytes, bytes]]) -> _Routing | None:
-        """The request's ``_Routing``, when it is one the lane may take by its headers alone; else None.
-        Header names come lowercased from the server (uvicorn's parsers)."""
-        routing: dict[bytes, bytes] = {}
-        read: dict[bytes, bytes] = {}
-        for name, value in raw:
-            if name in _ROUTING:
-                if name in routing:  # duplicated: the SDK refuses it
-                    return None
-                routing[name] = value
-            elif name in _READ:
-                read[name] = value
-            elif name.startswith(_PARAM_PREFIX):
-                return None
-        version = _MODERN.get(routing.get(_VERSION, b""))
-        if version is None or b"mcp-session-id" in read:
-            return None
-        if not self._json(read.get(b"content-type", b"")) or not self._accepted(read.get(b"accept", b"")):
-            return None
-        length = read.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
-            return None
-        method = routing.get(_METHOD)
-        return _Routing(version, None if method is None else method.decode("latin-1"), routing.get(_NAME))
-
-    def _json(self, value: bytes) -> bool:
-        verdict = self._types.get(value)
-        if verdict is None:
-            verdict = value.decode("latin-1").lower().startswith("application/json")
-            self._types = _kept(self._types, value, verdict)
-        return verdict
-
-    def _accepted(self, value: bytes) -> bool:
-        verdict = self._accepts.get(value)
-        if verdict is None:
-            accepted = {
-                part.strip().split(";")[0].strip().lower() for part in value.decode("latin-1").split(",")
-            }
-            verdict = bool(accepted & _JSON_TYPES) and bool(accepted & _SSE_TYPES)
-            self._accepts = _kept(self._accepts, value, verdict)
-        return verdict
-
-
-def _kept(verdicts: dict[bytes, bool], value: bytes, verdict: bool) -> dict[bytes, bool]:
-    if len(verdicts) >= MAX_KEPT:
-        verdicts = {}
-    verdicts[value] = verdict
-    return verdicts
-
-
-async def _body(receive: Receive, read: list[Message]) -> bytes | None:
-    """The request's body, each message kept in ``read``; None when it is not one the lane takes."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        read.append(message)
-        if message["type"] != "http.request":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _replaying(read: list[Message], receive: Receive) -> Receive:
-    """``receive``, with the messages ``read`` of it first."""
-    pending = list(read)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay

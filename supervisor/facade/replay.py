@@ -19,7 +19,7 @@ from collections import OrderedDict, deque
 from typing import Final
 
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
-from mcp_types import JSONRPCMessage
+from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
 
 __all__ = ["MAX_BYTES", "MAX_EVENTS", "Ledger", "Replay"]
 
@@ -58,13 +58,21 @@ class Replay(EventStore):
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
         self._ids = itertools.count(1)
-        self._events: OrderedDict[EventId, tuple[StreamId, JSONRPCMessage | None]] = OrderedDict()
+        # a message as the transport sent it, or as the fast path wrote it (its JSON); None: priming
+        self._events: OrderedDict[EventId, tuple[StreamId, JSONRPCMessage | bytes | None]] = OrderedDict()
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         event = str(next(self._ids))
         self._events[event] = (stream_id, message)
         size = PRIMING_SIZE if message is None else len(message.model_dump_json(by_alias=True))
         self._ledger.added(self, event, size)
+        return event
+
+    def store_json(self, stream_id: StreamId, message: bytes) -> EventId:
+        """``store_event`` for a message the fast path answered, as its JSON (read only if replayed)."""
+        event = str(next(self._ids))
+        self._events[event] = (stream_id, message)
+        self._ledger.added(self, event, len(message))
         return event
 
     def drop(self, event: EventId) -> None:
@@ -82,6 +90,8 @@ class Replay(EventStore):
         after = False
         for event, (stream_id, message) in list(self._events.items()):
             if after and stream_id == stream and message is not None:
+                if isinstance(message, bytes):
+                    message = jsonrpc_message_adapter.validate_json(message, by_name=False)
                 await send_callback(EventMessage(message, event))
             after = after or event == last_event_id
         return stream

@@ -192,9 +192,11 @@ def http_app(
     with ``tokens``, in one ``Front`` that counts the requests in flight."""
     host, port = sock.getsockname()[:2]
     ours = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # SameOrigin does it, everywhere
-    app: ASGIApp = session_app(facade.server, MCP_PATH, ours)
+    app: ASGIApp
+    app, sessions = session_app(facade.server, MCP_PATH, ours)
     if facade.options.fast:
-        app = FastLane(app, facade.express, facade.tools, MCP_PATH)
+        facade.session_initialized = sessions.initialized
+        app = FastLane(app, facade.express, facade.tools, MCP_PATH, sessions)
     auth = None if tokens is None else BearerAuth(tokens)
     return Front(app, SameOrigin(HostCheck(ListenAddress(host, port), port, allow_hosts)), auth)
 

@@ -157,6 +157,8 @@ class Facade:
         self.server.get_tool_input_schema = self.tools.input_schema
         self.express = Express(self.tools, self._hosts, self.server, self._client)
         self.heard: Callable[[ServerRequestContext[Any, Any]], None] | None = None  # each message served
+        # an HTTP host session's handshake done: (its Mcp-Session-Id, its protocol version, plain host)
+        self.session_initialized: Callable[[str, str, bool], None] | None = None
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
@@ -179,6 +181,11 @@ class Facade:
             self._heard[host_key(ctx)] = ctx.session
             while len(self._heard) > MAX_CONNECTIONS_HEARD:
                 self._forget(next(iter(self._heard)))
+            session_id = session_of(ctx)
+            if session_id is not None and self.session_initialized is not None:
+                caps = ctx.session.client_capabilities
+                plain = caps is None or (caps.sampling is None and caps.elicitation is None)
+                self.session_initialized(session_id, ctx.session.protocol_version, plain)
         try:
             return await call_next(ctx)
         except ValidationError as exc:
@@ -324,6 +331,13 @@ class Facade:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The ``Mcp-Session-Id`` a request came with (streamable HTTP's handshake era), else None."""
+    headers = getattr(ctx.request, "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    return session_id or None
 
 
 def host_key(ctx: ServerRequestContext[Any, Any]) -> int:

@@ -97,6 +97,21 @@ async def test_two_host_sessions_of_one_http_facade_are_two_clients(
     assert len(clients) >= 2 and all(client and client.startswith("facade-") for client in clients)
 
 
+async def test_host_sessions_answered_on_the_fast_path_are_still_clients_of_their_own(
+    sup: SupervisorProcess, tmp_path: Path
+) -> None:
+    facade = HttpFacade(tmp_path, sup.endpoint, TOKEN, "--log-level", "debug")
+    try:
+        async with http(facade.url) as one, http(facade.url) as two:
+            assert await counter(one, 4) == {"value": 4}
+            assert await counter(two) == {"value": 0}
+            assert await counter(two, 2) == {"value": 2}
+            assert await counter(one) == {"value": 4}
+        assert "tools/call of protocol 2025-11-25 answered on the fast path" in facade.stderr
+    finally:
+        facade.stop()
+
+
 async def test_two_stdio_hosts_are_two_clients(sup: SupervisorProcess) -> None:
     async with stdio(sup.endpoint) as one, stdio(sup.endpoint) as two:
         assert await counter(one, 2) == {"value": 2}

@@ -5,9 +5,11 @@ processes: a supervisor running the test server, and two facades on it, one as s
 On stdio, for every protocol version (the four of the handshake era, and 2026-07-28 with each
 request's envelope): listings, plain results, structured results, ``isError`` results, results whose
 content the SDK's models reshape, an unknown tool, bad arguments, progress and cancellation; on
-streamable HTTP, the 2026-07-28 POSTs, their statuses included. The answers are the same JSON values;
-the fast facade says (its debug log) that it answered on the fast path, and requests it must leave to
-the SDK are answered alike without it.
+streamable HTTP, the 2026-07-28 POSTs, their statuses included, and the requests of 2025-11-25 host
+sessions (event streams with a priming event, each answer kept for a host that resumes the stream).
+The answers are the same JSON values; the fast facade says (its debug log) that it answered on the
+fast path, and requests it must leave to the SDK (progress, a host that may be asked, a session it
+does not know) are answered alike without it.
 """
 
 from __future__ import annotations
@@ -288,3 +290,201 @@ async def test_http_posts_are_answered_as_the_sdk_answers_them(
     assert f"tools/call of protocol {MODERN} {FAST}" in http_pair[0].stderr
     assert f"tools/list of protocol {MODERN} {FAST}" in http_pair[0].stderr
     assert FAST not in http_pair[1].stderr
+
+
+# ------------------------------------------------------------------ streamable HTTP, host sessions
+
+HANDSHAKE: Final = "2025-11-25"
+
+
+def session_headers(session: str | None = None, **more: str) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": HANDSHAKE,
+    }
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return {**headers, **more}
+
+
+async def open_session(
+    client: httpx2.AsyncClient, url: str, capabilities: dict[str, Any] | None = None
+) -> str:
+    """A host session of the handshake era, initialized: its id."""
+    params = {
+        "protocolVersion": HANDSHAKE,
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    }
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    response = await client.post(url, content=json.dumps(body), headers=session_headers())
+    assert response.status_code == 200, response.text
+    session = response.headers["mcp-session-id"]
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    response = await client.post(url, content=json.dumps(done), headers=session_headers(session))
+    assert response.status_code == 202, response.text
+    return session
+
+
+def events(text: str) -> list[dict[str, str]]:
+    """The events of an event stream's body: each one's fields."""
+    found: list[dict[str, str]] = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) if ": " in line else (line.rstrip(":"), "")
+            for line in block.split("\n")
+            if line
+        )
+        if fields:
+            found.append(fields)
+    return found
+
+
+async def session_post(
+    client: httpx2.AsyncClient, url: str, body: dict[str, Any], session: str
+) -> tuple[int, str, list[Any], list[str]]:
+    """Status, content type, the JSON of each event's data, and the events' ids."""
+    response = await client.post(url, content=json.dumps(body), headers=session_headers(session))
+    kind = response.headers.get("content-type", "")
+    assert kind.startswith("text/event-stream"), (kind, response.text)
+    assert response.headers.get("mcp-session-id") == session
+    sent = events(response.text)
+    data = [json.loads(event["data"]) for event in sent if event.get("data")]
+    return response.status_code, kind, data, [event["id"] for event in sent if "id" in event]
+
+
+def handshake_call(name: str, arguments: dict[str, Any] | None, **meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    if meta:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+
+
+async def test_http_session_requests_are_answered_as_the_sdk_answers_them(
+    http_pair: tuple[HttpFacade, HttpFacade],
+) -> None:
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("a listing", {"jsonrpc": "2.0", "id": 6, "method": "tools/list"}),
+        *[(what, handshake_call(name, arguments)) for what, (name, arguments) in CALLS.items()],
+        ("progress", handshake_call("mcp_t_progress", {"count": 2}, progressToken=1)),  # left to the SDK
+    ]
+    async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as client:
+        with trio.fail_after(HOST_TIMEOUT):
+            sessions = [await open_session(client, facade.url) for facade in http_pair]
+        for what, body in cases:
+            with trio.fail_after(HOST_TIMEOUT):
+                fast, sdk = [
+                    await session_post(client, facade.url, body, session)
+                    for facade, session in zip(http_pair, sessions, strict=True)
+                ]
+            assert fast[:2] == sdk[:2], what
+            assert len(fast[3]) == len(sdk[3]) == 1 + len(fast[2]), what  # a priming event, then each message
+            if what == "progress":  # the notifications' count is the worker's coalescing: the result
+                assert fast[2][-1] == sdk[2][-1], what
+                continue
+            assert fast[2] == sdk[2], what
+    assert f"tools/call of protocol {HANDSHAKE} {FAST}" in http_pair[0].stderr
+    assert f"tools/list of protocol {HANDSHAKE} {FAST}" in http_pair[0].stderr
+    assert FAST not in http_pair[1].stderr
+
+
+async def test_a_session_host_that_lost_the_stream_of_a_fast_answer_gets_it_replayed(
+    http_pair: tuple[HttpFacade, HttpFacade],
+) -> None:
+    fast = http_pair[0]
+    async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as client:
+        with trio.fail_after(HOST_TIMEOUT):
+            session = await open_session(client, fast.url)
+            listing = {"jsonrpc": "2.0", "id": 6, "method": "tools/list"}
+            await session_post(client, fast.url, listing, session)  # the first waits for the supervisor's
+            _, _, [answer], [priming, _] = await session_post(
+                client, fast.url, handshake_call("mcp_t_echo", {"text": "again"}), session
+            )
+            assert answer["result"]["content"][0]["text"] == "again"
+            # As if the stream had broken after its priming event: the host resumes from it (a raw GET,
+            # read until the replayed answer is in: the resumed stream stays open for more).
+            url = httpx2.URL(fast.url)
+            headers = {**session_headers(session), "Last-Event-ID": priming, "Host": f"{url.host}:{url.port}"}
+            head = f"GET {url.path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            stream = await trio.open_tcp_stream(url.host, url.port)
+            async with stream:
+                await stream.send_all(head.encode() + b"\r\n")
+                text = ""
+                while '"again"' not in text or not text.replace("\r\n", "\n").endswith("\n\n"):
+                    chunk = await stream.receive_some()
+                    assert chunk, f"the stream ended before the answer was replayed: {text!r}"
+                    text += chunk.decode()
+    status, _, body = text.partition("\r\n\r\n")
+    assert status.startswith("HTTP/1.1 200"), status
+    # chunked: each event is a chunk of its own, its lines whole
+    [replayed] = [json.loads(line[6:]) for line in body.split("\r\n") if line.startswith("data: {")]
+    assert replayed == answer
+    assert f"tools/call of protocol {HANDSHAKE} {FAST}" in fast.stderr
+
+
+async def test_a_session_whose_host_may_be_asked_has_its_calls_made_the_sdks_way(
+    sup: SupervisorProcess, tmp_path: Path
+) -> None:
+    facade = HttpFacade(tmp_path, sup.endpoint, TOKEN, "--log-level", "debug")
+    try:
+        async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as client:
+            with trio.fail_after(HOST_TIMEOUT):
+                session = await open_session(client, facade.url, {"sampling": {}})
+                _, _, [answer], _ = await session_post(
+                    client, facade.url, handshake_call("mcp_t_echo", {"text": "asked"}), session
+                )
+                unknown = await client.post(
+                    facade.url,
+                    content=json.dumps(handshake_call("mcp_t_echo", {"text": "x"})),
+                    headers=session_headers("no-such-session"),
+                )
+        assert answer["result"]["content"][0]["text"] == "asked"
+        assert unknown.status_code == 404  # the SDK's answer to a session it does not know
+        assert FAST not in facade.stderr
+    finally:
+        facade.stop()
+
+
+async def until_exists(path: Path) -> None:
+    with trio.fail_after(HOST_TIMEOUT):
+        while not path.exists():  # noqa: ASYNC110, ASYNC240 - a file the server writes, polled with a bound
+            await trio.sleep(0.02)
+
+
+async def cancelled_call(
+    client: httpx2.AsyncClient, facade: HttpFacade, sup: SupervisorProcess, tag: str
+) -> tuple[int, list[Any]]:
+    """A slow call in a new session, cancelled by its host once the server has it: its stream's end."""
+    session = await open_session(client, facade.url)
+    await session_post(client, facade.url, {"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, session)
+    call = handshake_call("mcp_t_slow", {"seconds": 60, "tag": tag})
+    ended: list[tuple[int, str, list[Any], list[str]]] = []
+
+    async def slow() -> None:
+        ended.append(await session_post(client, facade.url, call, session))
+
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call["id"]}}
+    with trio.fail_after(HOST_TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow)
+            await until_exists(sup.state_dir / f"{tag}.started")
+            said = await client.post(facade.url, content=json.dumps(cancel), headers=session_headers(session))
+            assert said.status_code == 202
+            await until_exists(sup.state_dir / f"{tag}.cancelled")
+    [(status, _, data, _)] = ended
+    return status, data
+
+
+async def test_a_session_call_the_host_cancels_is_cancelled_at_the_server_and_ends_as_the_sdks_does(
+    http_pair: tuple[HttpFacade, HttpFacade], sup: SupervisorProcess
+) -> None:
+    async with httpx2.AsyncClient(timeout=HOST_TIMEOUT) as client:
+        fast = await cancelled_call(client, http_pair[0], sup, "http-cancel-fast")
+        sdk = await cancelled_call(client, http_pair[1], sup, "http-cancel-sdk")
+    assert fast == sdk
+    assert fast[1][-1]["error"]["message"] == "Request cancelled"
+    assert f"tools/call of protocol {HANDSHAKE} {FAST}" in http_pair[0].stderr

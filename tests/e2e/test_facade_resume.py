@@ -4,8 +4,8 @@ The host (the SDK's client, handshake era) reaches ``serve --http`` through a TC
 process that cuts the connection carrying a ``tools/call`` shortly after its answer's event stream
 began; the call (the test server's ``slow``) is still running then. The client resumes the stream
 with ``Last-Event-ID`` (the facade primed it), and the facade replays what followed, then the
-answer. Without the facade keeping its stream events, the call fails ("SSE stream ended without a
-response").
+answer. The call is answered on the facade's fast path, so this is also its test. Without the facade
+keeping its stream events, the call fails ("SSE stream ended without a response").
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ CALL_TIMEOUT = 30.0
 @pytest.fixture
 def facade(start_supervisor: Callable[..., SupervisorProcess], tmp_path: Path) -> Iterator[HttpFacade]:
     sup = start_supervisor({"t": stdio_test_server()})
-    started = HttpFacade(tmp_path, sup.endpoint, TOKEN)
+    started = HttpFacade(tmp_path, sup.endpoint, TOKEN, "--log-level", "debug")
     yield started
     started.stop()
 
@@ -110,3 +110,6 @@ async def test_a_call_whose_stream_breaks_is_answered_on_the_resumed_stream(faca
             result = await host.call_tool("mcp_t_slow", {"seconds": 1.5, "tag": "resumed"})
         assert not result.is_error, text_of(result)
         assert text_of(result) == "done resumed"
+    # the call took the fast path, which primes a session's stream as the SDK's does, and delivers
+    # the answer on the stream the host resumed before the answer came
+    assert "tools/call of protocol 2025-11-25 answered on the fast path" in facade.stderr
