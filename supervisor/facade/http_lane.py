@@ -1,5 +1,5 @@
-"""The HTTP facade's fast path: a 2026-07-28 ``tools/call`` or ``tools/list`` POST answered before the
-SDK's HTTP stack, everything else handed to it untouched.
+"""The HTTP facade's fast path: a ``tools/call`` or ``tools/list`` POST, 2026-07-28's or a plain host
+session's, answered before the SDK's HTTP stack, everything else handed to it untouched.
 
 Above: ``supervisor.facade.run.http_app``, which puts ``FastLane`` behind its ``Origin``, ``Host`` and
 bearer-token checks. Below: the fast path (``supervisor.facade.express``), and the SDK's streamable HTTP
@@ -17,6 +17,18 @@ fast path takes its body. Its answer is then what the SDK sends: JSON with the s
 the JSON-RPC error's code (200 for a result); a host that disconnects cancels the call; a call still
 running after ``SSE_PING_INTERVAL`` turns the answer into an event stream with keep-alive pings, as
 the SDK's does, so no proxy idle timeout cuts it.
+
+A handshake-era request (2025-11-25 and before) belongs to a host session: the lane takes it when
+the session is open, its host finished the handshake declaring neither sampling nor elicitation
+(``Sessions.for_fast_path``), its ``MCP-Protocol-Version`` is the session's, it sends no routing
+headers, asks for no progress, and the fast path takes its body. It is then answered as the SDK's
+session transport answers: an event stream (with the session's id), opened by a priming event for
+2025-11-25 sessions, the answer an event whose id is kept in the session's ``Replay``; the call is
+made as the session's own client (``Hosts``). A call not answered within ``PRIME_AFTER`` sends the
+stream's head and priming event at once, so a host whose connection breaks resumes with
+``Last-Event-ID`` and gets the answer (on the resumed stream, if it came back first); a host that
+goes away does not cancel the call, and its ``notifications/cancelled`` does, ending the stream with
+the SDK's ``Request cancelled`` error.
 """
 
 from __future__ import annotations

@@ -194,6 +194,7 @@ class Ctx:
     configs: dict[str, Path]  # "mcp": {"mcpServers": ...}, "magg": magg's own format
     scripts: dict[str, Path]  # the fastmcp servers' scripts
     logs: dict[str, Path] = field(default_factory=dict)  # stderr of each path's processes
+    host_mode: str = "auto"  # the host's mcp.Client mode: "auto", or "legacy" (the initialize handshake)
 
     @property
     def names(self) -> list[str]:
@@ -216,7 +217,7 @@ async def stdio_host(
         before = child_pids(os.getpid())
 
         def maker(params: StdioServerParameters) -> Callable[[], AbstractAsyncContextManager[Client]]:
-            return lambda: Client(stdio_client(params, errlog=errlog), cache=None)
+            return lambda: Client(stdio_client(params, errlog=errlog), cache=None, mode=ctx.host_mode)
 
         async with opened([maker(p) for _, p in entries]) as clients:
             spawned = sorted(child_pids(os.getpid()) - before)
@@ -236,7 +237,9 @@ async def http_host(
     async with keepalive_http_client(headers) as http:
 
         def maker(url: str) -> Callable[[], AbstractAsyncContextManager[Client]]:
-            return lambda: Client(streamable_http_client(url, http_client=http), cache=None)
+            return lambda: Client(
+                streamable_http_client(url, http_client=http), cache=None, mode=ctx.host_mode
+            )
 
         async with opened([maker(u) for _, u in urls]) as clients:
             sessions = [(s, c) for (s, _), c in zip(urls, clients, strict=True)]

@@ -1,11 +1,12 @@
 """Benchmark: mcp-supervisor's ways in, next to its peers, for 1 and for N backend servers.
 
     .venv/bin/python -m tests.benchmarks.peers [--servers 1,10] [--repeat R] [--calls N]
-        [--kill-calls K] [--budget S] [--paths stdio,http,...] [--peers-venv DIR]
-        [--magg-python auto|debian|PATH] [--logs DIR] [--json PATH]
+        [--kill-calls K] [--budget S] [--paths stdio,http,...] [--host-mode auto|legacy]
+        [--peers-venv DIR] [--magg-python auto|debian|PATH] [--logs DIR] [--json PATH]
 
 The backend servers are server-everything (Node) from tests/npm, as first_contact.py has them, named
-s0..s{N-1}; the caller is the official SDK's ``mcp.Client`` (mode auto) calling s0's ``echo``. A
+s0..s{N-1}; the caller is the official SDK's ``mcp.Client`` (``--host-mode``, auto by default; legacy
+puts every path on the initialize handshake, 2025-11-25) calling s0's ``echo``. A
 stdio path is spawned as a host spawns its servers: the SDK's ``get_default_environment()`` plus
 the entry's own variables. Paths (``--paths`` takes the names in brackets):
 
@@ -162,6 +163,7 @@ async def measure_count(
                 secrets.token_urlsafe(24),
                 write_configs(tmp, servers),
                 write_scripts(tmp),
+                host_mode=args.host_mode,
             )
             async with AsyncSupervisorClient(endpoint) as asup:
                 registry = attribute([(None, t.name) for t in await asup.list_tools()], ctx.names, "mcp_{}_")
@@ -290,6 +292,13 @@ def main() -> int:
         "--magg-python",
         default="auto",
         help="Python >= 3.12 for magg: auto (on PATH or pyenv's, else Debian's), debian, or a path",
+    )
+    parser.add_argument(
+        "--host-mode",
+        choices=["auto", "legacy"],
+        default="auto",
+        help="the host's mcp.Client mode: auto (2026-07-28 where the path speaks it) or legacy (every path"
+        " on the initialize handshake, 2025-11-25)",
     )
     parser.add_argument("--logs", type=Path, help="copy every process's log into this directory")
     parser.add_argument("--json", default=str(RESULTS / "peers.json"), help="'' to write none")
