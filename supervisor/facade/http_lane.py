@@ -21,21 +21,22 @@ the SDK's does, so no proxy idle timeout cuts it.
 A handshake-era request (2025-11-25 and before) belongs to a host session: the lane takes it when
 the session is open, its host finished the handshake declaring neither sampling nor elicitation
 (``Sessions.for_fast_path``), its ``MCP-Protocol-Version`` is the session's, it sends no routing
-headers, asks for no progress, and the fast path takes its body. It is then answered as the SDK's
-session transport answers: an event stream (with the session's id), opened by a priming event for
-2025-11-25 sessions, the answer an event whose id is kept in the session's ``Replay``; the call is
-made as the session's own client (``Hosts``). A call not answered within ``PRIME_AFTER`` sends the
-stream's head and priming event at once, so a host whose connection breaks resumes with
-``Last-Event-ID`` and gets the answer (on the resumed stream, if it came back first); a host that
-goes away does not cancel the call, and its ``notifications/cancelled`` does, ending the stream with
-the SDK's ``Request cancelled`` error.
+headers, asks for no progress, and the fast path takes its body. The call is made as the session's
+own client (``Hosts``). Answered within ``PRIME_AFTER``, the answer is JSON with the session's id
+(as the SDK's session transport answers in its JSON mode, status 200): a host reads it in one go,
+without an event stream's framing. A call that takes longer opens an event stream as the SDK's
+does, with the priming event of 2025-11-25 sessions, and the answer is an event whose id is kept
+in the session's ``Replay``, so a host whose connection breaks resumes with ``Last-Event-ID`` and
+gets the answer (on the resumed stream, if it came back first); a host that goes away does not
+cancel the call. Its ``notifications/cancelled`` does, answered with the SDK's ``Request
+cancelled`` error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any, Final
 
 import msgspec
@@ -82,10 +83,6 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _PING: Final = b": ping\r\n\r\n"
-_SSE_FIELDS: Final = (  # a session's answer, as the SDK's event stream heads it (guard.ANSWER's form)
-    b"cache-control: no-cache, no-transform\r\nconnection: keep-alive\r\n"
-    b"content-type: text/event-stream\r\nx-accel-buffering: no\r\n"
-)
 _MIRRORED: Final = msgspec.json.encode(X_MCP_HEADER_KEY)  # in a schema that may mirror arguments in headers
 
 
@@ -174,9 +171,9 @@ class FastLane:
     async def _answer(
         self, taken: Taken, scope: Scope, receive: Receive, send: Send, stream: SessionStream | None = None
     ) -> None:
-        """The answer, as JSON; as an event stream once the call outlasts ``SSE_PING_INTERVAL``. In a
-        host session (``stream``), as the SDK answers there: an event stream, opened by a priming event
-        (2025-11-25 and later) and each event kept for the host's ``Last-Event-ID``; a host that goes
+        """The answer, as JSON; as an event stream once the call outlasts ``SSE_PING_INTERVAL``, or in a
+        host session (``stream``) ``PRIME_AFTER``: there the stream opens with the priming event the
+        SDK's opens it with, its events are kept for the host's ``Last-Event-ID``, and a host that goes
         away does not cancel the call, whose answer is kept for it to resume, as on the SDK's path.
 
         The watches are asyncio's own (uvicorn serves on asyncio): the connection's end, which the
@@ -184,10 +181,12 @@ class FastLane:
         disconnect), and a timer for the stream; anyio's cancel scopes cost more than the rest. An
         answer is written whole by the guarded protocol (``guard.ANSWER``), else sent as ASGI
         messages."""
-        head, opening, session = _SSE_HEADERS, b"", None
+        head, session, named = _SSE_HEADERS, None, b""
         if stream is not None:
-            head = [*_SSE_HEADERS, (b"mcp-session-id", stream.session.encode())]
-            opening, session = await stream.opening(taken), stream.session
+            session = stream.session
+            head = [*_SSE_HEADERS, (b"mcp-session-id", session.encode())]
+            named = b"mcp-session-id: " + head[-1][1] + b"\r\n"
+        opening = None if stream is None else stream.opening(taken)
         exchange = _Exchange(send, asyncio.current_task(), head, opening)
         loop = asyncio.get_running_loop()
         extensions = scope.get("extensions") or {}
@@ -197,8 +196,6 @@ class FastLane:
             gone.add_done_callback(exchange.went)
         elif stream is None:
             watch = loop.create_task(exchange.watch(receive))
-        # A session's host resumes a broken stream from its priming event: a call that is not answered
-        # at once sends it (the SDK's sends it first thing); a quick one is written whole, in one go.
         timer = loop.call_later(SSE_PING_INTERVAL if stream is None else PRIME_AFTER, exchange.start_stream)
         key = None if session is None else (session, str(taken.id))
         try:
@@ -216,12 +213,10 @@ class FastLane:
                 exchange.task.uncancel()
             if exchange.gone:
                 return  # the host went away: nobody to answer
-            # cancelled by the host: its stream ends with the error the SDK's ends such a request with
+            # cancelled by the host: its answer is the error the SDK's ends such a request with
             error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
-            body, code = (
-                msgspec.json.encode({"jsonrpc": "2.0", "id": taken.id, "error": error}),
-                REQUEST_CANCELLED,
-            )
+            body = msgspec.json.encode({"jsonrpc": "2.0", "id": taken.id, "error": error})
+            code = REQUEST_CANCELLED
         finally:
             if key is not None and self._in_flight.get(key) is exchange:
                 del self._in_flight[key]
@@ -230,30 +225,24 @@ class FastLane:
                 gone.remove_done_callback(exchange.went)
             if watch is not None:
                 watch.cancel()
-        event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
-        if stream is not None:
-            event = b"id: " + stream.kept(taken, body) + b"\r\n" + event
-        if exchange.pings is not None:  # the answer ends the event stream
+        if exchange.pings is not None:
             exchange.pings.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await exchange.pings  # no ping is being sent now
-            if not exchange.streaming:
-                await send({"type": "http.response.start", "status": 200, "headers": head})
-                event = opening + event
+        if opening is not None:
+            opening.close()  # done, or never started (no priming event made): either way, finished
+        if exchange.streaming:  # its head went out: the answer ends the event stream
+            event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+            if stream is not None:
+                event = b"id: " + stream.kept(taken, body) + b"\r\n" + event
             await send({"type": "http.response.body", "body": event, "more_body": False})
             return
+        # Nothing sent yet: the answer is JSON (a session's with status 200, as the SDK's JSON answers)
+        status = 200 if code is None or stream is not None else ERROR_CODE_HTTP_STATUS.get(code, 200)
         answer: Answer | None = extensions.get(ANSWER)
-        if stream is not None:
-            event = opening + event
-            fields = _SSE_FIELDS + b"mcp-session-id: %s\r\ncontent-length: %d\r\n" % (head[-1][1], len(event))
-            if answer is None or not answer(200, fields, event):
-                await send({"type": "http.response.start", "status": 200, "headers": head})
-                await send({"type": "http.response.body", "body": event})
-            return
-        status = 200 if code is None else ERROR_CODE_HTTP_STATUS.get(code, 200)
-        if answer is not None and answer(status, _JSON_FIELDS % len(body), body):
+        if answer is not None and answer(status, named + _JSON_FIELDS % len(body), body):
             return  # written whole by the connection's protocol (guard.ANSWER)
-        headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
+        headers = [*_JSON_HEADERS, *head[len(_SSE_HEADERS) :], (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -262,11 +251,15 @@ class _Exchange:
     """One fast-path request's watches: the host's disconnect, and the event stream of a long call."""
 
     def __init__(
-        self, send: Send, task: asyncio.Task[Any] | None, head: list[tuple[bytes, bytes]], opening: bytes
+        self,
+        send: Send,
+        task: asyncio.Task[Any] | None,
+        head: list[tuple[bytes, bytes]],
+        opening: Coroutine[Any, Any, bytes] | None,
     ) -> None:
         self._send = send
         self._head = head  # the event stream's headers
-        self._opening = opening  # its first event (a session's priming event), or nothing
+        self._opening = opening  # makes its first event (a session's priming event), if it has one
         self.task = task  # the request's own, cancelled when the host goes away or cancels it
         self.gone = False
         self.cancelled = False  # by the host's notifications/cancelled
@@ -294,10 +287,11 @@ class _Exchange:
         self.pings = asyncio.get_running_loop().create_task(self._ping())
 
     async def _ping(self) -> None:
+        opening = b"" if self._opening is None else await self._opening
+        self.streaming = True  # from here the answer ends the stream (the head goes with its first part)
         await self._send({"type": "http.response.start", "status": 200, "headers": self._head})
-        self.streaming = True
-        if self._opening:  # a session's stream: primed now, pinged from SSE_PING_INTERVAL on
-            await self._send({"type": "http.response.body", "body": self._opening, "more_body": True})
+        if opening:  # a session's stream: primed now, pinged from SSE_PING_INTERVAL on
+            await self._send({"type": "http.response.body", "body": opening, "more_body": True})
             await asyncio.sleep(SSE_PING_INTERVAL)
         while True:
             await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
