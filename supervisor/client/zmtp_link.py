@@ -27,7 +27,18 @@ from contextlib import suppress
 from itertools import islice
 from typing import TYPE_CHECKING, Final
 
-from supervisor.shared.zmtp import Command, Decoder, ProtocolError, encode_message, greeting, pong, ready
+from supervisor.shared.zmtp import (
+    READ_SIZE,
+    WRITE_CHUNKS,
+    Command,
+    Decoder,
+    ProtocolError,
+    encode_message,
+    greeting,
+    pong,
+    ready,
+    written,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -36,8 +47,6 @@ __all__ = ["ZmtpLink"]
 
 log = logging.getLogger("mcp_supervisor.client")
 
-READ_SIZE: Final = 64 * 1024  # bytes per recv(2)
-WRITE_CHUNKS: Final = 64  # queued pieces handed to one sendmsg(2)
 RECONNECT_INTERVAL: Final = 0.1  # seconds between tries to connect (libzmq's RECONNECT_IVL)
 _HELLO: Final = greeting() + ready({b"Socket-Type": b"DEALER"})
 
@@ -180,12 +189,6 @@ class ZmtpLink:
         except OSError as exc:
             self._lose(str(exc))
             return
-        while sent:
-            head = outbox[0]
-            if sent < len(head):
-                outbox[0] = head[sent:]
-                break
-            sent -= len(head)
-            outbox.popleft()
+        written(outbox, sent)
         if not outbox:
             self._loop.remove_writer(sock.fileno())

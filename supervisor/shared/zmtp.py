@@ -18,12 +18,15 @@ The limits live here, with no ZeroMQ import, so a process that speaks ZMTP itsel
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
 __all__ = [
     "BATCH",
     "MAX_MESSAGE_SIZE",
+    "READ_SIZE",
+    "WRITE_CHUNKS",
     "Command",
     "Decoder",
     "FrameTooLarge",
@@ -34,10 +37,13 @@ __all__ = [
     "greeting",
     "pong",
     "ready",
+    "written",
 ]
 
 BATCH: Final = 256  # messages taken per wake-up before yielding to other tasks
 MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024  # bytes; a larger frame drops the peer's connection
+READ_SIZE: Final = 64 * 1024  # bytes a connection reads with one recv(2)
+WRITE_CHUNKS: Final = 64  # pieces of a connection's outbox handed to one sendmsg(2)
 
 SIGNATURE: Final = b"\xff" + bytes(8) + b"\x7f"
 GREETING_SIZE: Final = 64  # signature 10, version 2, mechanism 20, as-server 1, filler 31
@@ -110,6 +116,18 @@ def encode_message(frames: Sequence[bytes]) -> bytes:
         parts.append(_frame_head(MORE if i < last else 0, len(frame)))
         parts.append(frame)
     return b"".join(parts)
+
+
+def written(outbox: deque[memoryview], sent: int) -> None:
+    """Drop from the front of ``outbox`` (what a connection has still to write, in order) the ``sent``
+    bytes that one ``sendmsg(2)`` of it took."""
+    while sent:
+        head = outbox[0]
+        if sent < len(head):
+            outbox[0] = head[sent:]
+            return
+        sent -= len(head)
+        outbox.popleft()
 
 
 def parse_properties(data: bytes) -> dict[bytes, bytes]:

@@ -37,6 +37,8 @@ import trio
 from supervisor.shared.zmtp import (
     BATCH,
     MAX_MESSAGE_SIZE,
+    READ_SIZE,
+    WRITE_CHUNKS,
     Command,
     Decoder,
     ProtocolError,
@@ -44,15 +46,14 @@ from supervisor.shared.zmtp import (
     greeting,
     pong,
     ready,
+    written,
 )
 
 __all__ = ["ZmtpDealer"]
 
 log = logging.getLogger("mcp_supervisor.zmtp")
 
-READ_SIZE: Final = 64 * 1024  # bytes per recv(2): the read buffer each connection keeps
 READS_PER_CHECKPOINT: Final = 64  # reads of one long message before yielding to other tasks
-WRITE_CHUNKS: Final = 64  # buffered chunks handed to one sendmsg(2)
 HANDSHAKE_TIMEOUT: Final = 5.0  # seconds for the ROUTER's greeting and READY (its I/O thread answers)
 
 
@@ -225,13 +226,7 @@ class ZmtpDealer:
                 except OSError as exc:
                     self._lose(f"the supervisor's end failed: {exc}", logging.INFO)
                     return
-                while sent:
-                    head = outbox[0]
-                    if sent < len(head):
-                        outbox[0] = head[sent:]
-                        break
-                    sent -= len(head)
-                    outbox.popleft()
+                written(outbox, sent)
         except trio.ClosedResourceError:  # closed or lost while waiting
             pass
         finally:

@@ -41,6 +41,8 @@ import trio
 from supervisor.shared.zmtp import (
     BATCH,
     MAX_MESSAGE_SIZE,
+    READ_SIZE,
+    WRITE_CHUNKS,
     Command,
     Decoder,
     ProtocolError,
@@ -48,6 +50,7 @@ from supervisor.shared.zmtp import (
     greeting,
     pong,
     ready,
+    written,
 )
 
 if TYPE_CHECKING:
@@ -57,8 +60,6 @@ __all__ = ["ZmtpRouter", "native_path"]
 
 log = logging.getLogger("mcp_supervisor.zmtp")
 
-READ_SIZE: Final = 64 * 1024  # bytes per recv(2)
-WRITE_CHUNKS: Final = 64  # queued messages handed to one sendmsg(2)
 HANDSHAKE_TIMEOUT: Final = 10.0  # seconds a peer has to greet and send READY (libzmq's is 30)
 ACCEPT_PAUSE: Final = 0.1  # seconds without accepting after the process ran out of descriptors
 _PEERS: Final = frozenset({b"DEALER", b"REQ", b"ROUTER"})  # what libzmq's ROUTER talks to
@@ -183,13 +184,7 @@ class ZmtpRouter:
         except OSError:
             self._deafen(peer)
             return
-        while sent:
-            head = outbox[0]
-            if sent < len(head):
-                outbox[0] = head[sent:]
-                break
-            sent -= len(head)
-            outbox.popleft()
+        written(outbox, sent)
         if not outbox:
             self._epoll.modify(peer.fd, _IN)
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import trio
@@ -154,18 +152,6 @@ def test_property_names_are_matched_whatever_their_case() -> None:
 
 
 # ---------------------------------------------------------------- against libzmq's ROUTER
-
-
-@pytest.fixture
-def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
-@pytest.fixture
-def path(tmp_path: Path) -> str:
-    return str(tmp_path / "workers")
 
 
 async def receive(sock: TrioSocket | ZmtpDealer, count: int) -> list[list[bytes]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,18 +17,6 @@ from supervisor.client.zmtp_link import ZmtpLink
 
 WAIT = 5.0  # seconds any expected message may take, on a loaded machine
 POLL = 0.005  # seconds between looks at a libzmq socket, each wait bounded by WAIT
-
-
-@pytest.fixture
-def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
-@pytest.fixture
-def path(tmp_path: Path) -> str:
-    return str(tmp_path / "front")
 
 
 def router(ctx: zmq.Context[zmq.Socket[bytes]], path: str, **options: int) -> zmq.Socket[bytes]:
