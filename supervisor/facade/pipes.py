@@ -362,7 +362,9 @@ def bad_line_answer(exc: Exception) -> types.JSONRPCError | None:
 
 
 def _blank(exc: Exception) -> bool:
-    line = exc.errors()[0].get("input") if isinstance(exc, ValidationError) and exc.error_count() else None
+    """A blank line: not JSON, and only blanks (``"params": ""`` is a message with an empty string)."""
+    first = exc.errors()[0] if isinstance(exc, ValidationError) and exc.error_count() else None
+    line = None if first is None or first["type"] != "json_invalid" else first.get("input")
     return isinstance(line, str) and not line.strip()
 
 

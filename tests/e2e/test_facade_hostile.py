@@ -330,6 +330,9 @@ HOSTILE_LINES = {
         b'{"jsonrpc": "2.0", "id": 99998, "error": "bad"}', NO_ANSWER
     ),
     "a blank line": Hostile(b"   ", NO_ANSWER),
+    "a request whose params are an empty string": Hostile(  # once taken for a blank line, never answered
+        b'{"jsonrpc": "2.0", "id": 25, "method": "ping", "params": ""}', 25, types.INVALID_REQUEST, "params"
+    ),
 }
 
 
