@@ -15,6 +15,11 @@ Each session keeps what it sent on its event streams (``supervisor.facade.replay
 within one bound), so a host whose stream broke resumes it with ``Last-Event-ID`` and misses nothing;
 sessions of 2025-11-25 and later get a priming event with ``retry`` (``RETRY_MS``) on each stream,
 whatever version a request's header claims (the SDK goes by the header alone).
+
+The fast path (``supervisor.facade.http_lane``) answers the calls and listings of a session whose
+host offers neither sampling nor elicitation (``initialized``, ``for_fast_path``) without the SDK's
+transport; ``SessionStream`` does for such a request what the transport does for its own: keeps the
+session busy, mints the priming event, keeps the answer's event for a host that resumes.
 """
 
 from __future__ import annotations
