@@ -18,9 +18,11 @@ callback raising).
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -50,8 +52,8 @@ from supervisor.protocol import (
     encode,
 )
 from supervisor.security.curve import HandshakeWatch
-from supervisor.shared.paths import ipc_path
 from supervisor.shared.sockets import fd_of, new_dealer, readable
+from supervisor.shared.zmtp import native_path
 
 __all__ = ["AsyncSupervisorClient"]
 
@@ -314,16 +316,16 @@ class AsyncSupervisorClient(StubBase):
         """On asyncio and an ``ipc://`` endpoint, our own DEALER (``supervisor.client.zmtp_link``),
         read by a callback of the loop's; False elsewhere (libzmq's)."""
         asyncio = sys.modules.get("asyncio")  # loaded when the application runs on it; never imported here
-        path = ipc_path(self.endpoint)
-        if asyncio is None or path is None or self.keys is not None or str(path) in ("", "*"):
+        path = native_path(self.endpoint)
+        if asyncio is None or path is None or self.keys is not None:
             return False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no asyncio loop: trio's
             return False
-        if not path.exists():
-            raise SupervisorUnreachableError(unreachable(self.endpoint)(path))
-        self._link = ZmtpLink(loop, str(path), self._take)
+        if not path.startswith("@") and not os.path.exists(path):
+            raise SupervisorUnreachableError(unreachable(self.endpoint)(Path(path)))
+        self._link = ZmtpLink(loop, path, self._take)
         stack.callback(self._link.close)
         self._future = loop.create_future
         self._loop = loop

@@ -1,7 +1,7 @@
 """A client's DEALER that speaks ZMTP itself on an ``ipc://`` endpoint, driven by an asyncio loop.
 
-Above: ``AsyncSupervisorClient`` (``supervisor.client.aio``) running on asyncio, as the MCP facades
-do: it ``send``s encoded requests and is handed every reply's bytes (``deliver``) from the loop's
+Above: ``AsyncSupervisorClient`` (``supervisor.client.aio``) running on asyncio, as ``serve --http``
+does: it ``send``s encoded requests and is handed every reply's bytes (``deliver``) from the loop's
 reader callback. Below: one non-blocking ``AF_UNIX`` socket to the supervisor's front ROUTER and the
 wire codec (``supervisor.shared.zmtp``). On trio, or on any other endpoint, the client keeps
 libzmq's DEALER.

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+import functools
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
 import msgspec
@@ -186,7 +187,7 @@ class FastLane:
             session = stream.session
             head = [*_SSE_HEADERS, (b"mcp-session-id", session.encode())]
             named = b"mcp-session-id: " + head[-1][1] + b"\r\n"
-        opening = None if stream is None else stream.opening(taken)
+        opening = None if stream is None else functools.partial(stream.opening, taken)
         exchange = _Exchange(send, asyncio.current_task(), head, opening)
         loop = asyncio.get_running_loop()
         extensions = scope.get("extensions") or {}
@@ -229,8 +230,6 @@ class FastLane:
             exchange.pings.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await exchange.pings  # no ping is being sent now
-        if opening is not None:
-            opening.close()  # done, or never started (no priming event made): either way, finished
         if exchange.streaming:  # its head went out: the answer ends the event stream
             event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
             if stream is not None:
@@ -255,7 +254,7 @@ class _Exchange:
         send: Send,
         task: asyncio.Task[Any] | None,
         head: list[tuple[bytes, bytes]],
-        opening: Coroutine[Any, Any, bytes] | None,
+        opening: Callable[[], Awaitable[bytes]] | None,
     ) -> None:
         self._send = send
         self._head = head  # the event stream's headers
@@ -287,7 +286,7 @@ class _Exchange:
         self.pings = asyncio.get_running_loop().create_task(self._ping())
 
     async def _ping(self) -> None:
-        opening = b"" if self._opening is None else await self._opening
+        opening = b"" if self._opening is None else await self._opening()
         self.streaming = True  # from here the answer ends the stream (the head goes with its first part)
         await self._send({"type": "http.response.start", "status": 200, "headers": self._head})
         if opening:  # a session's stream: primed now, pinged from SSE_PING_INTERVAL on

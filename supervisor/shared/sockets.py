@@ -30,8 +30,8 @@ import trio
 import zmq
 import zmq.backend
 
-from supervisor.shared.zmtp import BATCH, MAX_MESSAGE_SIZE  # defined with the codec, which needs no libzmq
-from supervisor.shared.zmtp_router import QueueFull, Unroutable, ZmtpRouter, native_path
+from supervisor.shared.zmtp import BATCH, MAX_MESSAGE_SIZE, native_path  # with the codec: no libzmq
+from supervisor.shared.zmtp_router import QueueFull, Unroutable, ZmtpRouter
 
 if TYPE_CHECKING:
     from supervisor.security.keys import ServerKeys

@@ -35,6 +35,7 @@ __all__ = [
     "encode_command",
     "encode_message",
     "greeting",
+    "native_path",
     "pong",
     "ready",
     "written",
@@ -76,6 +77,16 @@ class Command(NamedTuple):
 def greeting() -> bytes:
     """Our greeting: ZMTP 3.0, the NULL mechanism, as-server 0."""
     return SIGNATURE + b"\x03\x00" + _NULL + b"\x00" + bytes(31)
+
+
+def native_path(endpoint: str) -> str | None:
+    """The socket path (``@name``: abstract) of an ``ipc://`` endpoint on which ZMTP is spoken here
+    (``zmtp_router``, the async stub's ``zmtp_link``); None for any other endpoint (tcp, or libzmq's
+    ``ipc://*``), which stays with libzmq."""
+    if not endpoint.startswith("ipc://"):
+        return None
+    path = endpoint[len("ipc://") :]
+    return None if path in ("", "*") else path
 
 
 def _frame_head(flags: int, size: int) -> bytes:

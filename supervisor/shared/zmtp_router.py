@@ -56,7 +56,7 @@ from supervisor.shared.zmtp import (
 if TYPE_CHECKING:
     from supervisor.shared.sockets import Poller
 
-__all__ = ["ZmtpRouter", "native_path"]
+__all__ = ["ZmtpRouter"]
 
 log = logging.getLogger("mcp_supervisor.zmtp")
 
@@ -66,15 +66,6 @@ _PEERS: Final = frozenset({b"DEALER", b"REQ", b"ROUTER"})  # what libzmq's ROUTE
 _IN: Final = select.EPOLLIN
 _IN_OUT: Final = select.EPOLLIN | select.EPOLLOUT
 _HELLO: Final = greeting() + ready({b"Socket-Type": b"ROUTER"})
-
-
-def native_path(endpoint: str) -> str | None:
-    """The socket path (``@name``: abstract) of an ``ipc://`` endpoint this ROUTER can bind; None for
-    any other endpoint (tcp, or libzmq's ``ipc://*``), which stays with libzmq."""
-    if not endpoint.startswith("ipc://"):
-        return None
-    path = endpoint[len("ipc://") :]
-    return None if path in ("", "*") else path
 
 
 class Unroutable(Exception):
