@@ -131,9 +131,10 @@ class FakeStdio:
         self.own = OwnRequests(self._write)
         self.hung_up = False  # the server went first (closed its stdout or exited)
 
-    def _write(self, line: bytes, *, at_once: bool = False) -> None:
+    def _write(self, line: bytes, *, at_once: bool = False) -> int:
         self.lines.append(json.loads(line))
         self.written.set()
+        return len(self.lines) - 1  # where it begins, in lines (all a fake needs)
 
     def answer(self, result: dict[str, Any]) -> None:
         request = self.lines[-1]

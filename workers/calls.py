@@ -57,7 +57,15 @@ from workers.catalog import Catalog, CatalogError
 from workers.interest import Interests
 from workers.progress import ProgressRelay
 from workers.results import InvalidResult, decode_tool_result, to_tool_result
-from workers.server_errors import CONNECTION_CLOSED, INVALID_PARAMS, http_error, invalid_result, rpc_error
+from workers.server_errors import (
+    CONNECTION_CLOSED,
+    INVALID_PARAMS,
+    ConnectionClosed,
+    MCPError,
+    http_error,
+    invalid_result,
+    rpc_error,
+)
 from workers.stdio import StdioServer
 from workers.uplink import Link
 from workers.values import InvalidArguments, decode_arguments
@@ -349,6 +357,10 @@ class Calls:
         except Exception as exc:  # boundary: one request's failure must not end the worker
             if (error := rpc_error(exc)) is not None:
                 if error.code == CONNECTION_CLOSED:
+                    if await self._never_read(error):  # the next server may run it
+                        if not running.aborted:
+                            self._link.send(NotRun(call=running.call))
+                        return None
                     # The session is gone: end the worker; the supervisor fails this call
                     # (WORKER_CRASHED with the server's last stderr lines, or SERVER_ERROR for a remote one).
                     return await self._lost(during)
@@ -364,6 +376,14 @@ class Calls:
             if running.span is not None:
                 tracing.outcome(running.span, None)
             self._link.send(InvokeResult(call=running.call, result=msgspec.Raw(result)))
+
+    async def _never_read(self, error: MCPError) -> bool:
+        """Whether a request the closed connection left unanswered never reached the stdio server: it
+        was still in the pipe when the server exited, or was never written."""
+        server = self._server
+        if server is None or not isinstance(error, ConnectionClosed):
+            return False
+        return await server.exits() and server.never_read(error.sent_at)
 
     def _progress_relay(self, running: Running) -> ProgressRelay:
         """The server's progress for a call, relayed as ``InvokeProgress`` (coalesced), all before

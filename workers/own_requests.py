@@ -25,7 +25,7 @@ import msgspec
 import trio
 
 from supervisor.protocol import ProgressCallback, total_decoder
-from workers.server_errors import CONNECTION_CLOSED, INTERNAL_ERROR, MCPError
+from workers.server_errors import INTERNAL_ERROR, ConnectionClosed, MCPError
 
 __all__ = ["OWN_IDS", "OwnRequests"]
 
@@ -66,18 +66,20 @@ _encode = msgspec.json.Encoder().encode
 
 
 class Write(Protocol):
-    """Queue a line for the server's stdin; ``at_once``: write it now if the pipe is idle and has room."""
+    """Queue a line for the server's stdin; ``at_once``: write it now if the pipe is idle and has room.
+    Returns where the line begins in the bytes queued for stdin so far."""
 
-    def __call__(self, line: bytes, *, at_once: bool = False) -> None: ...
+    def __call__(self, line: bytes, *, at_once: bool = False) -> int: ...
 
 
 class _Pending:
     """One of the worker's own requests, waiting for its answer."""
 
-    __slots__ = ("answered", "error", "progress", "result")
+    __slots__ = ("answered", "error", "progress", "result", "sent_at")
 
     def __init__(self, progress: ProgressCallback | None) -> None:
         self.progress = progress  # its progress callback; its id is the progress token
+        self.sent_at = 0  # where its line begins in the bytes queued for the server's stdin
         self.answered = trio.Event()
         self.result = _ABSENT
         self.error: MCPError | None = None
@@ -111,14 +113,15 @@ class OwnRequests:
         to ``progress`` as they are read, so all of them before the answer; ``trace`` adds the
         entries that carry the trace context (``traceparent``, ``tracestate``: see
         ``supervisor.shared.tracing.serve``). A JSON-RPC error, or the server's stdout ending first,
-        raises ``MCPError`` (``workers.server_errors``). Cancelled, it sends the server
+        raises ``MCPError`` (``workers.server_errors``; ``ConnectionClosed``, which says where the request
+        began in what was written, for the latter). Cancelled, it sends the server
         ``notifications/cancelled``, unless ``cancel_on_abandon`` is False (the handshake's requests,
         which the spec forbids to cancel). ``request_id``: a string id of the caller's choosing
         (``subscriptions/listen``'s), else the next number above ``OWN_IDS``. Empty params are left out,
         as the SDK leaves them.
         """
         if self._closed:
-            raise MCPError(CONNECTION_CLOSED, "Connection closed")
+            raise ConnectionClosed(None)
         if request_id is None:
             self._last_id += 1
             key: int | str = self._last_id
@@ -137,7 +140,7 @@ class OwnRequests:
         message = {"jsonrpc": "2.0", "id": key, "method": method, "params": params}
         if not params:
             del message["params"]
-        self._write(_encode(message), at_once=len(self._pending) == 1)
+        pending.sent_at = self._write(_encode(message), at_once=len(self._pending) == 1)
         try:
             await pending.answered.wait()
         finally:
@@ -176,7 +179,7 @@ class OwnRequests:
         """The server's stdout has ended: every request waiting fails, and so does every later one."""
         self._closed = True
         for pending in self._pending.values():
-            pending.error = MCPError(CONNECTION_CLOSED, "Connection closed")
+            pending.error = ConnectionClosed(pending.sent_at)
             pending.answered.set()
         self._pending.clear()
 

@@ -29,6 +29,7 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "REQUEST_TIMEOUT",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "ConnectionClosed",
     "ListenNotSupportedError",
     "MCPError",
     "SubscriptionLost",
@@ -63,6 +64,16 @@ class MCPError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class ConnectionClosed(MCPError):
+    """The server's stdout ended before a request of the worker's own was answered. ``sent_at``: where
+    the request began in the bytes queued for the server's stdin, or None when it was never queued (so
+    ``StdioServer.never_read`` can tell whether the server may have read it)."""
+
+    def __init__(self, sent_at: int | None) -> None:
+        super().__init__(CONNECTION_CLOSED, "Connection closed")
+        self.sent_at = sent_at
 
 
 def rpc_error(exc: BaseException) -> MCPError | None:

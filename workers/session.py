@@ -30,7 +30,7 @@ import logging
 import os
 import signal
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -59,8 +59,6 @@ Client = Any  # ``workers.lean.LeanClient`` on a stdio server, the SDK's ``mcp.C
 __all__ = ["Worker", "first_leaf"]
 
 log = logging.getLogger("mcp_supervisor.worker")
-
-EXIT_NOTICE: Final = 1.0  # seconds between a broken session and the server's exit being noticed
 
 
 class Worker:
@@ -252,11 +250,7 @@ class Worker:
 
     async def _server_exits(self) -> bool:
         """After the session broke: does the server process exit? (Then its status says why.)"""
-        if self.server is None:
-            return False
-        with trio.move_on_after(EXIT_NOTICE):
-            await self.server.exited.wait()
-        return self.server.exited.is_set()
+        return self.server is not None and await self.server.exits()
 
     def _end(self, exit_code: int) -> None:
         """Stop everything; the first reason to end wins."""

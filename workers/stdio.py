@@ -29,12 +29,16 @@ process group, wait, SIGKILL; shielded and every wait bounded.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import logging
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import termios
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Final
@@ -52,6 +56,7 @@ log = logging.getLogger("mcp_supervisor.worker.stdio")
 STDIN_CLOSE_GRACE: Final = 2.0  # seconds for the server to exit on its own after stdin closes
 TERM_GRACE: Final = 2.0  # seconds after SIGTERM to the process group before SIGKILL
 KILL_REAP: Final = 2.0  # seconds for the kernel to report a SIGKILLed process gone
+EXIT_NOTICE: Final = 1.0  # seconds between a broken connection and the server's exit being noticed
 MAX_LINE: Final = 16 * 1024 * 1024  # bytes; a longer stdout line is dropped, not buffered forever
 MAX_STDERR_LINE: Final = 4096  # characters kept of one stderr line
 READ_CHUNK: Final = 256 * 1024
@@ -110,6 +115,10 @@ class StdioServer:
         self._outbox: list[bytes] = []  # lines for the server's stdin, written by one task
         self._outbox_filled = trio.Event()
         self._stdin: int | None = None  # the pipe's fd while it is open and no write is under way
+        self._stdin_fd: int | None = None  # the pipe's fd until we close it (to ask what is unread)
+        self._queued = 0  # bytes queued for stdin so far: where the next line begins
+        self._written = 0  # bytes handed to the pipe so far (a write cut short counts whole)
+        self.read_upto: int | None = None  # once the server exited: the bytes it can have read
         self.own = OwnRequests(self._write)  # the worker's own requests: the hot path
         self._stopping = False  # we are ending the server (stop or kill)
         self.hung_up = False  # the server closed its stdout or exited before we began to end it
@@ -122,20 +131,55 @@ class StdioServer:
     def returncode(self) -> int | None:
         return self.process.returncode if self.process is not None else None
 
-    def _write(self, line: bytes, *, at_once: bool = False) -> None:
-        """Queue ``line`` for the server's stdin; ``at_once``: write it now if the pipe is idle, has room."""
+    def _write(self, line: bytes, *, at_once: bool = False) -> int:
+        """Queue ``line`` for the server's stdin; ``at_once``: write it now if the pipe is idle, has room.
+        Returns where the line begins in the bytes queued so far."""
+        begins = self._queued
+        self._queued += len(line) + 1
         if at_once and self._stdin is not None and not self._outbox:
             data = line + b"\n"
             try:
                 sent = os.write(self._stdin, data)
             except OSError:  # full (the writer waits), or broken (the writer meets that too)
                 sent = 0
+            self._written += sent
             if sent < len(data):
                 self._outbox.append(data[sent:])
                 self._outbox_filled.set()
-            return
+            return begins
         self._outbox += (line, b"\n")
         self._outbox_filled.set()
+        return begins
+
+    async def exits(self) -> bool:
+        """After the connection broke: does the process exit (within ``EXIT_NOTICE``)? No checkpoint
+        when it has: a worker that is ending still hears the answer."""
+        if not self.exited.is_set():
+            with trio.move_on_after(EXIT_NOTICE):
+                await self.exited.wait()
+        return self.exited.is_set()
+
+    def never_read(self, sent_at: int | None) -> bool:
+        """Whether the line queued at ``sent_at`` (None: never queued) cannot have been read by the
+        server, now that it has exited: nothing of it was written, or all of it is still in the pipe."""
+        return sent_at is None or (self.read_upto is not None and sent_at >= self.read_upto)
+
+    def _unread_end(self) -> int | None:
+        """Once the server has exited: the bytes it can have read of its stdin; None while a process
+        (one it left behind) still holds the pipe's other end, or when we closed ours."""
+        fd = self._stdin_fd
+        if fd is None:
+            return None
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            if not any(events & select.POLLERR for _, events in poller.poll(0)):
+                return None  # a reader is left: it may read on
+            unread = array.array("i", [0])
+            fcntl.ioctl(fd, termios.FIONREAD, unread)
+        except OSError:
+            return None
+        return self._written - unread[0]
 
     def kill(self) -> None:
         """SIGKILL the server's process group now (the orderly stop still runs afterwards)."""
@@ -174,6 +218,7 @@ class StdioServer:
 
     async def _watch_exit(self, process: trio.Process) -> None:
         await process.wait()
+        self.read_upto = self._unread_end()
         self.hung_up = self.hung_up or not self._stopping
         self.exited.set()
 
@@ -214,13 +259,14 @@ class StdioServer:
         """Write what has queued up for the server's stdin, all of it at once."""
         assert process.stdin is not None
         if isinstance(process.stdin, trio.lowlevel.FdStream):  # always, on Unix
-            self._stdin = process.stdin.fileno()
+            self._stdin = self._stdin_fd = process.stdin.fileno()
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             while True:
                 await self._outbox_filled.wait()
                 self._outbox_filled = trio.Event()
                 data = b"".join(self._outbox)
                 self._outbox.clear()
+                self._written += len(data)
                 fd, self._stdin = self._stdin, None  # lines queue behind this write
                 await process.stdin.send_all(data)
                 self._stdin = fd
@@ -240,7 +286,7 @@ class StdioServer:
     async def _stop(self, process: trio.Process) -> None:
         """Close stdin, then SIGTERM and SIGKILL the process group; every wait bounded."""
         self._stopping = True
-        self._stdin = None  # its fd number may be reused once closed
+        self._stdin = self._stdin_fd = None  # its fd number may be reused once closed
         if process.stdin is not None:
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await process.stdin.aclose()

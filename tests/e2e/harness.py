@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ import pytest
 import zmq
 
 from supervisor.client.blocking import SupervisorClient
-from supervisor.client.errors import SupervisorUnreachableError
+from supervisor.client.errors import SupervisorError, SupervisorUnreachableError
 from supervisor.protocol import CallTool, FrontReply, FrontRequest, ServerStatus, decode_front_reply, encode
 
 TEST_SERVER = Path(__file__).parent.parent / "servers" / "mcp_test_server.py"
@@ -93,6 +94,29 @@ def poll(what: str, check: Callable[[], Any], timeout: float, interval: float = 
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def call_in_thread(
+    sup: SupervisorProcess, name: str, args: dict[str, object], timeout: float | None
+) -> dict[str, object]:
+    """Start a blocking call in a thread; the dict gets 'error' or 'result', and 'at' (monotonic)."""
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = sup.client.call_tool(name, args, timeout=timeout)
+        except SupervisorError as exc:
+            outcome["error"] = exc
+        outcome["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    outcome["thread"] = thread
+    return outcome
+
+
+def wait_started(state_dir: Path, tag: str) -> None:
+    poll(f"the server to start the call {tag!r}", (state_dir / f"{tag}.started").exists, 20)
 
 
 def alive(pid: int | None) -> bool:

@@ -22,34 +22,11 @@ from supervisor.client.errors import (
     ToolTimeoutError,
     WorkerCrashedError,
 )
-from tests.e2e.harness import SupervisorProcess, alive, poll, stdio_test_server
+from tests.e2e.harness import SupervisorProcess, alive, call_in_thread, poll, stdio_test_server, wait_started
 
 pytestmark = pytest.mark.e2e
 
 Start = Callable[..., SupervisorProcess]
-
-
-def _call_in_thread(
-    sup: SupervisorProcess, name: str, args: dict[str, object], timeout: float | None
-) -> dict[str, object]:
-    """Start a blocking call in a thread; the dict gets 'error' or 'result', and 'at' (monotonic)."""
-    outcome: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = sup.client.call_tool(name, args, timeout=timeout)
-        except SupervisorError as exc:
-            outcome["error"] = exc
-        outcome["at"] = time.monotonic()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    outcome["thread"] = thread
-    return outcome
-
-
-def _wait_started(state_dir: Path, tag: str) -> None:
-    poll(f"the server to start the call {tag!r}", (state_dir / f"{tag}.started").exists, 20)
 
 
 def test_kill_9_of_the_server_fails_inflight_calls_at_once_and_recovers(start_supervisor: Start) -> None:
@@ -57,8 +34,8 @@ def test_kill_9_of_the_server_fails_inflight_calls_at_once_and_recovers(start_su
         {"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}"), "other": stdio_test_server()}
     )
     before = sup.status()
-    call = _call_in_thread(sup, "mcp_test_slow", {"seconds": 60, "tag": "inflight"}, timeout=60)
-    _wait_started(sup.state_dir, "inflight")
+    call = call_in_thread(sup, "mcp_test_slow", {"seconds": 60, "tag": "inflight"}, timeout=60)
+    wait_started(sup.state_dir, "inflight")
     killed_at = time.monotonic()
     os.kill(before["test"].server_pid, signal.SIGKILL)
     call["thread"].join(10)
@@ -74,94 +51,6 @@ def test_kill_9_of_the_server_fails_inflight_calls_at_once_and_recovers(start_su
     assert after["other"].restarts == 0
 
 
-def test_calls_every_50_ms_through_a_kill_9_of_the_server_lose_only_the_call_in_flight(
-    start_supervisor: Start,
-) -> None:
-    """The call the server had fails, naming the server's death first; every call made while it
-    restarts waits for it (within its own deadline) and is answered by the new server."""
-    sup = start_supervisor({"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
-    before = sup.status()["test"]
-    inflight = _call_in_thread(sup, "mcp_test_slow", {"seconds": 60, "tag": "inflight"}, timeout=60)
-    _wait_started(sup.state_dir, "inflight")
-    answers: list[str] = []
-    failures: list[SupervisorError] = []  # calls sent after the kill began that failed
-    lost: list[SupervisorError] = []  # calls sent before it: the server may have had one of them
-    killing = threading.Event()
-    killed = threading.Event()
-
-    def caller() -> None:
-        with SupervisorClient(sup.endpoint) as client:
-            i = 0
-            while not killed.is_set() or len(answers) < 40:  # on until well past the restart
-                before_kill = not killing.is_set()
-                try:
-                    answers.append(client.call_tool("mcp_test_echo", {"text": f"n{i}"}, timeout=20).text)
-                except SupervisorError as exc:
-                    (lost if before_kill else failures).append(exc)
-                i += 1
-                time.sleep(0.05)  # a host calling every 50 ms (pacing, not waiting for a state)
-
-    thread = threading.Thread(target=caller, daemon=True)
-    thread.start()
-    poll("the first answers", lambda: len(answers) >= 3, 20)
-    killing.set()
-    os.kill(before.server_pid or 0, signal.SIGKILL)
-    killed.set()
-    thread.join(60)
-    assert not thread.is_alive(), "the caller did not finish"
-    inflight["thread"].join(10)
-    error = inflight.get("error")
-    assert isinstance(error, WorkerCrashedError), inflight
-    assert "server process was killed by SIGKILL (signal 9); its worker exited with code 3" in str(error)
-    assert str(error).index("server process") < str(error).index("worker exited")
-    assert failures == []  # not one call made around the restart was lost
-    # A busy machine may have the echo sent just before the kill still in the server: that call was
-    # in flight too, and fails as the slow one does; no other call may.
-    assert len(lost) <= 1 and all(isinstance(exc, WorkerCrashedError) for exc in lost), lost
-    numbers = [int(text[1:]) for text in answers]  # every call answered in order, once, but the lost
-    assert len(numbers) >= 40 and numbers == sorted(set(numbers))
-    assert numbers[0] == 0 and numbers[-1] + 1 == len(numbers) + len(lost)
-    after = sup.status()["test"]
-    assert after.restarts == 1 and after.server_pid != before.server_pid
-
-
-def test_calls_that_reach_a_worker_after_its_server_broke_run_on_the_next_server(
-    start_supervisor: Start,
-) -> None:
-    """A server that closes its stdout and lives on (deaf) ends its worker, which takes a few seconds
-    to stop it. Calls that reach the worker meanwhile never reach that server: they wait for the next
-    one and are answered by it; only the call the server had fails."""
-    sup = start_supervisor(
-        {"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}", TEST_SERVER_CLOSE_STDOUT_TOOL=1)}
-    )
-    before = sup.status()["test"]
-    broken = _call_in_thread(sup, "mcp_test_close_stdout", {"tag": "deaf"}, timeout=60)
-    poll("the server to close its stdout", (sup.state_dir / "deaf.closed").exists, 20)
-    answers: dict[int, str] = {}
-    errors: dict[int, SupervisorError] = {}
-
-    def call(i: int) -> None:
-        with SupervisorClient(sup.endpoint) as client:
-            try:
-                answers[i] = client.call_tool("mcp_test_echo", {"text": f"after {i}"}, timeout=30).text
-            except SupervisorError as exc:
-                errors[i] = exc
-
-    callers = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(3)]
-    for caller in callers:
-        caller.start()
-    for caller in callers:
-        caller.join(60)
-        assert not caller.is_alive(), "a call made while the worker ended did not finish"
-    broken["thread"].join(30)
-    assert isinstance(broken.get("error"), WorkerCrashedError), broken
-    assert "closed during a call to 'close_stdout'" in str(broken["error"])
-    assert errors == {}
-    assert answers == {i: f"after {i}" for i in range(3)}
-    after = sup.status()["test"]
-    assert after.restarts == 1 and after.server_pid != before.server_pid
-
-
 def test_with_retry_idempotent_a_read_only_call_in_flight_survives_kill_9_and_others_do_not(
     start_supervisor: Start,
 ) -> None:
@@ -173,9 +62,9 @@ def test_with_retry_idempotent_a_read_only_call_in_flight_survives_kill_9_and_ot
     [slow] = [tool for tool in sup.client.list_tools() if tool.name == "mcp_test_slow"]
     assert slow.annotations == {"readOnlyHint": True}
     before = sup.status()["test"]
-    read_only = _call_in_thread(sup, "mcp_test_slow", {"seconds": 3, "tag": "again"}, timeout=60)
-    _wait_started(sup.state_dir, "again")
-    other = _call_in_thread(sup, "mcp_test_crash", {"code": 3}, timeout=60)  # not annotated: not retried
+    read_only = call_in_thread(sup, "mcp_test_slow", {"seconds": 3, "tag": "again"}, timeout=60)
+    wait_started(sup.state_dir, "again")
+    other = call_in_thread(sup, "mcp_test_crash", {"code": 3}, timeout=60)  # not annotated: not retried
     read_only["thread"].join(60)
     other["thread"].join(60)
     result = read_only.get("result")
@@ -325,12 +214,12 @@ async def test_after_kill_9_of_the_supervisor_calls_without_a_timeout_are_unreac
     from supervisor.client.errors import SupervisorUnreachableError
 
     sup = start_supervisor({"test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}")})
-    inflight = _call_in_thread(sup, "mcp_test_slow", {"seconds": 3000, "tag": "stale"}, timeout=None)
-    _wait_started(sup.state_dir, "stale")
+    inflight = call_in_thread(sup, "mcp_test_slow", {"seconds": 3000, "tag": "stale"}, timeout=None)
+    wait_started(sup.state_dir, "stale")
     sup.process.kill()
     sup.process.wait(10)
     # After the kill, all at once: each finds out on its own, in seconds.
-    fresh = _call_in_thread(sup, "mcp_test_echo", {"text": "x"}, timeout=None)
+    fresh = call_in_thread(sup, "mcp_test_echo", {"text": "x"}, timeout=None)
     cli: list[subprocess.CompletedProcess[str]] = []
 
     async def by_the_async_stub() -> None:

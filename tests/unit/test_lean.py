@@ -59,9 +59,10 @@ class FakeServer:
         self.own = OwnRequests(self._write)
         self._seen = 0  # lines looked at by ``next_request``
 
-    def _write(self, line: bytes, *, at_once: bool = False) -> None:
+    def _write(self, line: bytes, *, at_once: bool = False) -> int:
         self.lines.append(line)
         self.written.set()
+        return sum(len(line) + 1 for line in self.lines[:-1])
 
     def send(self, line: bytes) -> None:
         self._write(line)

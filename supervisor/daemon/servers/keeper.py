@@ -321,6 +321,7 @@ class Keeper:
                 self._exited = True  # no call goes to it from now on, while its last words are read
                 with trio.move_on_after(LOG_DRAIN_TIMEOUT):  # its last lines say why it ended
                     await log_read.wait()
+                    await self.owner.caught_up()  # and its last messages are heard before its calls fail
                 nursery.cancel_scope.cancel()
         finally:
             ended_on_its_own = process.returncode is not None and self._ending is None
