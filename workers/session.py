@@ -30,7 +30,7 @@ import logging
 import os
 import signal
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -45,6 +45,7 @@ from workers.lean import Event, open_client
 from workers.listing import ListingFailed, Pager
 from workers.logs import StderrRelay, one_line
 from workers.requests import ServerRequests
+from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.server_errors import http_error, invalid_result, rpc_error
 from workers.stdio import CommandNotFound, StdioServer
 from workers.tools import ToolWatch
@@ -59,6 +60,8 @@ Client = Any  # ``workers.lean.LeanClient`` on a stdio server, the SDK's ``mcp.C
 __all__ = ["Worker", "first_leaf"]
 
 log = logging.getLogger("mcp_supervisor.worker")
+
+SANDBOX_WATCH: Final = 0.2  # seconds between looks at what a sandboxed server uses
 
 
 class Worker:
@@ -83,10 +86,16 @@ class Worker:
         if spec.transport == "stdio":
             assert spec.command is not None, "stdio servers have a command (checked by the config loader)"
             try:
+                sandbox = None if spec.sandbox is None else Sandbox(spec.name, spec.sandbox)
                 self.server = StdioServer(
-                    spec.command, list(spec.args), env=dict(spec.env), cwd=spec.cwd, on_stderr=relay
+                    spec.command,
+                    list(spec.args),
+                    env=dict(spec.env),
+                    cwd=spec.cwd,
+                    on_stderr=relay,
+                    sandbox=sandbox,
                 )
-            except CommandNotFound as exc:
+            except (CommandNotFound, SandboxUnavailable) as exc:
                 log.log(LAST_WORD, "start-up failed: %s", exc)
                 return WorkerExit.START_FAILED
             client_info = {"name": "mcp-supervisor", "version": __version__}
@@ -106,6 +115,8 @@ class Worker:
             if self.server is not None:
                 nursery.start_soon(self._watch_server, self.server)
                 nursery.start_soon(self._report_spawn, self.server)
+                if self.server.sandbox is not None:
+                    nursery.start_soon(self._watch_sandbox, self.server, self.server.sandbox)
             nursery.start_soon(self.link.serve, calls)
             nursery.start_soon(reap_on_sigchld, self._trio_children)
             nursery.start_soon(relay.report_forever)
@@ -281,6 +292,18 @@ class Worker:
         if server.hung_up:
             self._server_ended(server.returncode)
 
+    async def _watch_sandbox(self, server: StdioServer, sandbox: Sandbox) -> None:
+        """A server that reaches a limit of its sandbox is stopped, and its status says which (the
+        kernel's counters, and what its processes hold, are looked at every ``SANDBOX_WATCH``)."""
+        await server.spawned.wait()
+        while True:
+            why = sandbox.breach(server.pid)
+            if why is not None:
+                break
+            await trio.sleep(SANDBOX_WATCH)
+        self._give_up(WorkerExit.SERVER_DIED, f"{why}; the server was stopped")
+        server.kill()
+
     def _server_ended(self, code: int | None) -> None:
         if self._scope.cancel_called:
             return
@@ -288,10 +311,15 @@ class Worker:
             log.warning("server process exited with status 0")
             self._end(WorkerExit.SERVER_DONE)
         else:
+            sandbox = self.server.sandbox if self.server is not None else None
+            if sandbox is not None and code is not None and code > 128:
+                code = 128 - code  # bwrap passes the server's death by a signal on as 128 + its number
             if code is None:
                 how = "closed its stdout"  # and had not exited when last looked at
             else:
                 how = f"exited with code {code}" if code > 0 else f"was killed by {_signal_name(-code)}"
+            limit = sandbox.ended(code) if sandbox is not None else None
+            how = f"{how} ({limit})" if limit else how
             log.log(LAST_WORD, "server process %s", how)  # the calls it had fail naming this first
             self._end(WorkerExit.SERVER_DIED)
 

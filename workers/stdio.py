@@ -41,13 +41,16 @@ import sys
 import termios
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
 from supervisor.shared.processes import kill_adopted, kill_group
 from workers.own_requests import OwnRequests
 from workers.ratelimit import RateLimit
+
+if TYPE_CHECKING:
+    from workers.sandbox import Sandbox
 
 __all__ = ["CommandNotFound", "StdioServer"]
 
@@ -103,8 +106,11 @@ class StdioServer:
         env: dict[str, str],
         cwd: str | None,
         on_stderr: Callable[[str], None],
+        sandbox: Sandbox | None = None,
     ) -> None:
+        """``sandbox``: confine the server so (``workers.sandbox``)."""
         self._argv = [resolve_command(command), *args]
+        self.sandbox = sandbox
         self._env = get_default_environment() | env
         self._cwd = cwd
         self._on_stderr = on_stderr
@@ -189,14 +195,19 @@ class StdioServer:
 
     @asynccontextmanager
     async def connect(self, receive: Receive) -> AsyncIterator[None]:
+        argv, cwd, options = self._argv, self._cwd, dict[str, Any]()
+        if self.sandbox is not None:  # bwrap runs the server, in the cwd it is given
+            argv, cwd = self.sandbox.argv(self._argv, self._env, self._cwd), None
+            options["preexec_fn"] = self.sandbox.preexec()
         process = await trio.lowlevel.open_process(
-            self._argv,
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=self._env,
-            cwd=self._cwd,
+            cwd=cwd,
             start_new_session=True,
+            **options,
         )
         self.process = process
         self.spawned.set()
@@ -305,6 +316,8 @@ class StdioServer:
         # Whatever escaped the group (a double-forked daemon) was re-parented to us: end it too.
         # Its zombie is reaped on SIGCHLD, or by the supervisor once we have exited.
         kill_adopted(keep=lambda pid, _cmdline: False)
+        if self.sandbox is not None:
+            self.sandbox.close()
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:

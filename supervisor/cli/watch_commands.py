@@ -116,6 +116,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             + ("LAST_ERROR",),
             table,
         )
+        for r in rows:
+            if r.sandbox is not None:
+                print(f"{r.server}: {r.sandbox}")
         print(f"events: {events}")
         print(
             f"front:  {front.in_flight} requests in flight from {front.clients} clients; since the start "

@@ -46,6 +46,7 @@ from supervisor.config.model import (
 )
 from supervisor.config.oauth_entry import HTTP_URL, oauth_spec
 from supervisor.config.restart_policy import POLICY_KEYS, RestartPolicy
+from supervisor.config.sandbox import SandboxConfig, server_sandbox
 from supervisor.config.vscode import Unanswered, Variables, parse_inputs, read_env_file, workspace_of
 from supervisor.shared.address import parse_address
 
@@ -198,7 +199,7 @@ def _parse(data: bytes, where: str, path: Path | None, env: _Env) -> Config:
     problems: list[ConfigProblem] = []
     for name, raw in entries.items():
         try:
-            servers[name] = _build_server(name, raw, env, defaults, variables)
+            servers[name] = _build_server(name, raw, env, defaults, variables, settings.sandbox)
         except _Problem as exc:
             problems.append(ConfigProblem(server=name, message=escape(f"server {name!r}: {exc}")))
     return Config(path=path, servers=servers, problems=problems, settings=settings, defaults=defaults)
@@ -257,7 +258,12 @@ def _infer_transport(command: str | None, url: str | None) -> Transport:
 
 
 def _build_server(
-    name: str, raw: msgspec.Raw, environ: _Env, defaults: RestartPolicy, variables: Variables | None = None
+    name: str,
+    raw: msgspec.Raw,
+    environ: _Env,
+    defaults: RestartPolicy,
+    variables: Variables | None = None,
+    sandbox_default: SandboxConfig | bool | None = None,
 ) -> ServerSpec:
     if not name:
         raise _Problem("server name must not be empty")
@@ -297,10 +303,8 @@ def _build_server(
     command = None if cfg.command is None else expand(cfg.command, "command", tilde=True)
     args = tuple(expand(arg, f"args[{i}]") for i, arg in enumerate(cfg.args))
     env = {key: expand(value, f"env.{key}") for key, value in cfg.env.items()}
-    if cfg.env_file is not None and not cfg.disabled:
-        env = (
-            _env_file(expand(cfg.env_file, "envFile", tilde=True), variables) | env
-        )  # env wins, as in VS Code
+    if cfg.env_file is not None and not cfg.disabled:  # env wins, as in VS Code
+        env = _env_file(expand(cfg.env_file, "envFile", tilde=True), variables) | env
     cwd = None if cfg.cwd is None else expand(cfg.cwd, "cwd", tilde=True)
     url = None if cfg.url is None else expand(cfg.url, "url")
     headers = {key: expand(value, f"headers.{key}") for key, value in cfg.headers.items()}
@@ -321,6 +325,11 @@ def _build_server(
             timeout=sampling.timeout,
         )
     oauth = oauth_spec(cfg.oauth, transport, headers, expand, _Problem)
+    try:
+        paths = lambda text, where: expand(text, where, tilde=True)  # noqa: E731
+        sandbox = server_sandbox(cfg.sandbox, sandbox_default, transport == "stdio", cfg.disabled, paths)
+    except ValueError as exc:
+        raise _Problem(str(exc)) from None
     enabled_tools = None if cfg.enabled_tools is None else _patterns(cfg.enabled_tools, "enabledTools")
     disabled_tools = _patterns(cfg.disabled_tools, "disabledTools")
     return ServerSpec(
@@ -344,6 +353,7 @@ def _build_server(
         oauth=oauth,
         sampling_caller=cfg.sampling == "caller",
         retry_idempotent=cfg.retry_idempotent,
+        sandbox=sandbox,
         **_pool_fields(cfg),
     )
 

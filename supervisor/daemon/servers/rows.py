@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
+from supervisor.config.sandbox import describe
 from supervisor.protocol import ServerStatus, WorkerStatus
 from supervisor.security.tokens import TokenFile
 
@@ -27,8 +28,14 @@ def server_row(keeper: Keeper, tools: int) -> ServerStatus:
     """The row of a server whose only worker ``keeper`` keeps; ``tools``: how many it registered."""
     spec = keeper.spec
     token = TokenFile(spec.name, spec.url).expires_at() if spec.oauth is not None and spec.url else None
+    sandbox = None if spec.sandbox is None else describe(spec.sandbox)
     return ServerStatus(
-        server=keeper.name, tools=tools, transport=spec.transport, token_expires_at=token, **_fields(keeper)
+        server=keeper.name,
+        tools=tools,
+        transport=spec.transport,
+        token_expires_at=token,
+        sandbox=sandbox,
+        **_fields(keeper),
     )
 
 
