@@ -23,6 +23,7 @@ from supervisor.config.load import Config, expand_vars, load_config, parse_confi
 from supervisor.daemon.reload_plan import plan_reload
 
 SECRET = "ghp-s3cr3t-Value-0042"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations" / "configuration.md"
 
 
 def load(folder: Path, servers: dict[str, Any], environ: dict[str, str] | None = None) -> Config:
@@ -166,6 +167,30 @@ def test_one_trailing_newline_is_dropped_and_nothing_else_changes(
     path = put(tmp_path / "f", content)
     got = expand_vars(f"${{file:{path}}}", {"HOME": "/h", "X": "x"}, folder=tmp_path)
     assert got == (content if value is None else value)  # a file's text is never expanded again
+
+
+def test_the_example_of_the_docs_loads_with_its_files_in_place(tmp_path: Path) -> None:
+    example = DOCS.read_text().split("\n## Secrets\n", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    home, credentials, folder = tmp_path / "home", tmp_path / "credentials", tmp_path / "etc"
+    put(home / ".config" / "mcp-supervisor" / "search_token", "search-token\n")
+    put(credentials / "github_token", "github-token\n")
+    put(folder / "notes.env", "NOTES_KEY=notes-key\n")
+    put(folder / "mcp.json", example)
+    environ = {"HOME": str(home), "CREDENTIALS_DIRECTORY": str(credentials)}
+    config = load_config(folder / "mcp.json", environ=environ)
+    assert config.problems == []
+    assert config.servers["github"].env == {"GITHUB_PERSONAL_ACCESS_TOKEN": "github-token"}
+    assert config.servers["search"].headers == {"Authorization": "Bearer search-token"}
+    assert config.servers["notes"].env == {"NOTES_KEY": "notes-key"}
+
+
+def test_the_message_the_docs_show_is_the_one_given(tmp_path: Path) -> None:
+    entry = {"command": "x", "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${credential:github_token}"}}
+    data = json.dumps({"mcpServers": {"github": entry}}).encode()
+    directory = tmp_path / "mcp-supervisor.service"  # where systemd would have put it: not there
+    message = refused(parse_config(data, environ={"CREDENTIALS_DIRECTORY": str(directory)}), "github")
+    shown = message.replace(str(directory), "/run/credentials/mcp-supervisor.service")
+    assert f"`{shown}`" in " ".join(DOCS.read_text().split())
 
 
 def test_file_and_credential_followed_by_a_dash_are_still_variables_with_a_default() -> None:
