@@ -99,8 +99,12 @@ def header_problem(headers: Mapping[str, str]) -> str | None:
         bad = _NOT_IN_HEADER.search(value)
         if bad is not None:
             char = bad.group()
-            what = "a line break" if char in "\r\n" else "a character that is not ASCII"
-            what = "a control character" if what != "a line break" and char.isascii() else what
+            if char in "\r\n":
+                what = "a line break"
+            elif char.isascii():
+                what = "a control character"
+            else:
+                what = "a character that is not ASCII"
             return f"headers.{name}: the value holds {what}, which no HTTP header can"
         if value != value.strip(" \t"):
             return f"headers.{name}: the value starts or ends with a space or tab, which no HTTP header can"
