@@ -4,7 +4,8 @@ on its own: a broken one becomes a :class:`ConfigProblem`, the rest still load; 
 
 Above: the CLI and the supervisor, which load the file and reload it (``supervisor.daemon.reload_plan``).
 Below: the data model this builds (``supervisor.config.model``, every name of which is importable from
-here too), the JSON decoding and messages (``supervisor.config.json_input``), and the HTTP listener's
+here too), the JSON decoding and messages (``supervisor.config.json_input``), the expansion of ``${VAR}``,
+``${file:PATH}`` and ``${credential:NAME}`` (``supervisor.config.expansion``), and the HTTP listener's
 address check (``supervisor.shared.address``).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from supervisor.config.expansion import SecretError, expand_tilde, expand_vars, header_problem, home_of
 from supervisor.config.json_input import (
     Malformed,
     check_numbers,
@@ -60,8 +62,6 @@ _ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 _TRANSPORTS: dict[str, Transport] = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
 _TRANSPORTS |= {"streamable-http": "streamable-http", "streamablehttp": "streamable-http"}
 _ACCEPTED = "stdio, sse, streamable-http (or its aliases streamableHttp, http)"
-_VAR_RE = re.compile(r"\$\{(?:(env|input):([A-Za-z0-9_.-]+)|([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?)\}")
-_PREDEFINED = frozenset({"workspaceFolder", "userHome"})  # VS Code's, when the environment has no such name
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -69,43 +69,8 @@ class _Problem(Exception):
     """Internal: the server entry is unusable; the text becomes a ConfigProblem."""
 
 
-def expand_vars(text: str, environ: _Env, variables: Variables | None = None) -> str:
-    """Replace ``${VAR}`` and ``${VAR:-default}`` (default also when VAR is empty) and, with
-    ``variables``, VS Code's ``${env:NAME}``, ``${input:ID}``, ``${workspaceFolder}`` and ``${userHome}``;
-    anything else, e.g. a lone ``$`` or an unclosed ``${``, stays. Raises :class:`MissingVariable` for
-    unset ``${VAR}``, ``Unanswered`` for a VS Code variable without a value."""
-
-    def substitute(match: re.Match[str]) -> str:
-        kind, special, name, default = match.groups()
-        if kind is not None:
-            if variables is None:
-                return match.group(0)
-            return variables.value(kind, special)
-        value = environ.get(name)
-        if value is None and default is None and variables is not None and name in _PREDEFINED:
-            return variables.value("", name)
-        if default is not None:
-            return value or default
-        if value is None:
-            raise MissingVariable(name)
-        return value
-
-    return _VAR_RE.sub(substitute, text)
-
-
-def _home(environ: _Env) -> Path:
-    home = environ.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def _expand_tilde(text: str, home: Callable[[], Path]) -> str:
-    if text == "~" or text.startswith("~/"):
-        return str(home()) + text[1:]
-    return text
-
-
 def _resolve(path: str | os.PathLike[str], cwd: Path, home: Path) -> Path:
-    resolved = Path(_expand_tilde(os.fspath(path), lambda: home))
+    resolved = Path(expand_tilde(os.fspath(path), lambda: home))
     return resolved if resolved.is_absolute() else cwd / resolved
 
 
@@ -126,7 +91,7 @@ def find_config(
     ``~/.config/mcp-supervisor/mcp.json``; ``None`` when none exists."""
     env = os.environ if environ is None else environ
     cwd = Path.cwd() if cwd is None else cwd
-    home = _home(env) if home is None else home
+    home = home_of(env) if home is None else home
     if explicit is not None and os.fspath(explicit):
         return _resolve(explicit, cwd, home)
     return next((place for place in _candidates(env, cwd, home) if place.is_file()), None)
@@ -137,7 +102,7 @@ def load_config(path: _PathArg = None, *, environ: _Env | None = None) -> Config
     env = os.environ if environ is None else environ
     found = find_config(path, environ=env)
     if found is None:
-        looked = ", ".join(str(place) for place in _candidates(env, Path.cwd(), _home(env)))
+        looked = ", ".join(str(place) for place in _candidates(env, Path.cwd(), home_of(env)))
         raise ConfigError(f"no MCP config file found; looked for {looked} (pass a path or set {_ENV_VAR})")
     if found.is_dir():
         raise ConfigError(f"{found}: is a directory, not a config file")
@@ -194,12 +159,13 @@ def _parse(data: bytes, where: str, path: Path | None, env: _Env) -> Config:
         inputs = parse_inputs(top.get("inputs"))
     except ValueError as exc:
         raise ConfigError(escape(f"{where}: {exc}")) from None
-    variables = Variables(env, inputs, workspace_of(path), _home(env))
+    variables = Variables(env, inputs, workspace_of(path), home_of(env))
+    folder = None if path is None else path.resolve().parent  # where a relative ${file:} is read
     servers: dict[str, ServerSpec] = {}
     problems: list[ConfigProblem] = []
     for name, raw in entries.items():
         try:
-            servers[name] = _build_server(name, raw, env, defaults, variables, settings.sandbox)
+            servers[name] = _build_server(name, raw, env, defaults, variables, folder, settings.sandbox)
         except _Problem as exc:
             problems.append(ConfigProblem(server=name, message=escape(f"server {name!r}: {exc}")))
     return Config(path=path, servers=servers, problems=problems, settings=settings, defaults=defaults)
@@ -263,6 +229,7 @@ def _build_server(
     environ: _Env,
     defaults: RestartPolicy,
     variables: Variables | None = None,
+    folder: Path | None = None,
     sandbox_default: SandboxConfig | bool | None = None,
 ) -> ServerSpec:
     if not name:
@@ -292,13 +259,13 @@ def _build_server(
         if cfg.disabled:  # disabled servers are kept verbatim and never fail on variables
             return text
         try:
-            expanded = expand_vars(text, environ, variables)
+            expanded = expand_vars(text, environ, variables, folder=folder)
         except MissingVariable as exc:
             var, hint = exc.name, f"write ${{{exc.name}:-default}} to give a default"
             raise _Problem(f"variable {var} in {where} is not set ({hint})") from None
-        except Unanswered as exc:
+        except (Unanswered, SecretError) as exc:
             raise _Problem(f"{where}: {exc}") from None
-        return _expand_tilde(expanded, lambda: _home(environ)) if tilde else expanded
+        return expand_tilde(expanded, lambda: home_of(environ)) if tilde else expanded
 
     command = None if cfg.command is None else expand(cfg.command, "command", tilde=True)
     args = tuple(expand(arg, f"args[{i}]") for i, arg in enumerate(cfg.args))
@@ -308,6 +275,8 @@ def _build_server(
     cwd = None if cfg.cwd is None else expand(cfg.cwd, "cwd", tilde=True)
     url = None if cfg.url is None else expand(cfg.url, "url")
     headers = {key: expand(value, f"headers.{key}") for key, value in cfg.headers.items()}
+    if not cfg.disabled and (bad := header_problem(headers)) is not None:
+        raise _Problem(bad)
     transport = declared or _infer_transport(command, url)
     if transport == "stdio" and not command:
         raise _Problem('transport stdio needs a non-empty "command"')

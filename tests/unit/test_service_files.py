@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.cli.main import build_parser
+from supervisor.config.load import parse_config
 from supervisor.config.model import SupervisorSettings
 from supervisor.config.restart_policy import RestartPolicy
 from supervisor.ops.service import READY_MARGIN
@@ -131,14 +132,52 @@ def test_the_http_unit_serves_the_supervisors_registry_and_drains_on_stop() -> N
     assert one(settings, "Service.User") == one(unit(SYSTEM_UNIT), "Service.User")
 
 
+@pytest.mark.parametrize("path", [SYSTEM_UNIT, USER_UNIT], ids=["system", "user"])
+def test_units_show_how_a_server_gets_a_secret_as_a_systemd_credential(path: Path, tmp_path: Path) -> None:
+    text = path.read_text()
+    [(name, source)] = re.findall(r"^#LoadCredential=([^:\s]+):(\S+)$", text, re.MULTILINE)
+    assert source.startswith("/etc/mcp-supervisor/" if path == SYSTEM_UNIT else "%h/.config/mcp-supervisor/")
+    [entry] = re.findall(r'^#\s+("env": \{.*\})$', text, re.MULTILINE)
+    credentials = tmp_path / "credentials"  # what systemd makes of LoadCredential=NAME:PATH
+    credentials.mkdir()
+    (credentials / name).write_text("the-token\n")
+    server = {"command": "github-mcp-server"} | json.loads("{" + entry + "}")
+    data = json.dumps({"mcpServers": {"github": server}}).encode()
+    config = parse_config(data, environ={"CREDENTIALS_DIRECTORY": str(credentials)})
+    assert config.problems == []
+    assert config.servers["github"].env == {"GITHUB_PERSONAL_ACCESS_TOKEN": "the-token"}
+
+
+def test_the_http_unit_shows_how_its_tokens_come_as_a_systemd_credential() -> None:
+    text = HTTP_UNIT.read_text()
+    [(name, source)] = re.findall(r"^#LoadCredential=([^:\s]+):(\S+)$", text, re.MULTILINE)
+    [command] = re.findall(r"^#ExecStart=(.*)$", text, re.MULTILINE)
+    program, *args = shlex.split(command)
+    assert program == shlex.split(one(unit(HTTP_UNIT), "Service.ExecStart"))[0]
+    parsed = build_parser().parse_args(args)
+    assert parsed.token_file == f"${{CREDENTIALS_DIRECTORY}}/{name}"
+    assert source == shlex.split(one(unit(HTTP_UNIT), "Service.ExecStart"))[-1]  # the same tokens file
+
+
+def with_credentials(text: str) -> str:
+    """A unit with its commented-out credential lines in use (a commented ``ExecStart=`` replaces its own)."""
+    if "\n#ExecStart=" in text:
+        text = re.sub(r"^ExecStart=.*\n", "", text, count=1, flags=re.MULTILINE)
+    return re.sub(r"^#(LoadCredential|ExecStart)=", r"\1=", text, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("credentials", [False, True], ids=["as-is", "credentials"])
 @pytest.mark.parametrize("path", [SYSTEM_UNIT, USER_UNIT, HTTP_UNIT], ids=["system", "user", "http"])
-def test_systemd_analyze_verifies_the_units(path: Path, tmp_path: Path) -> None:
+def test_systemd_analyze_verifies_the_units(path: Path, credentials: bool, tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed")
     program = Path(sys.executable).parent / "mcp-supervisor"  # this checkout's, installed editable
     assert program.exists()
-    text = re.sub(r"^ExecStart=\S+", f"ExecStart={program}", path.read_text(), flags=re.MULTILINE)
+    text = with_credentials(path.read_text()) if credentials else path.read_text()
+    if credentials:
+        assert "\nLoadCredential=" in text and "\n#LoadCredential=" not in text
+    text = re.sub(r"^ExecStart=\S+", f"ExecStart={program}", text, flags=re.MULTILINE)
     copy = tmp_path / path.name
     copy.write_text(text)
     runtime = tmp_path / "run"
