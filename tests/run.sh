@@ -24,6 +24,10 @@ docs_site="$(mktemp -d "${TMPDIR:-/tmp}/mcps-docs.XXXXXX")"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$docs_site"
 rm -rf "$docs_site"
 
+# bwrap for the sandboxed servers (the bundled config's, tests/e2e/test_sandbox_attacks.py).
+sh config/bubblewrap.sh \
+  || echo "tests/run.sh: could not install bubblewrap; the sandbox tests will be skipped, saying why" >&2
+
 # Headless Chromium and its driver for the status page's browser tests (Debian's packages; CI runs
 # as root on Debian 12). Without /usr/bin/chromedriver those tests are skipped, saying why.
 if [ ! -x /usr/bin/chromedriver ] && command -v apt-get >/dev/null; then
