@@ -319,8 +319,8 @@ class Worker:
             else:
                 how = f"exited with code {code}" if code > 0 else f"was killed by {_signal_name(-code)}"
             limit = sandbox.ended(code) if sandbox is not None else None
-            how = f"{how} ({limit})" if limit else how
-            log.log(LAST_WORD, "server process %s", how)  # the calls it had fail naming this first
+            said = f"{limit}: server process {how}" if limit else f"server process {how}"
+            log.log(LAST_WORD, "%s", said)  # the calls it had fail naming this first
             self._end(WorkerExit.SERVER_DIED)
 
     def _give_up(self, code: WorkerExit, reason: str) -> None:

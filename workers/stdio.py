@@ -315,7 +315,7 @@ class StdioServer:
                 log.error("server process %d survived SIGKILL; abandoning it", process.pid)
         # Whatever escaped the group (a double-forked daemon) was re-parented to us: end it too.
         # Its zombie is reaped on SIGCHLD, or by the supervisor once we have exited.
-        kill_adopted(keep=lambda pid, _cmdline: False)
+        kill_adopted(keep=lambda pid, _cmdline: False, group=process.pid)
         if self.sandbox is not None:
             self.sandbox.close()
 

@@ -136,11 +136,16 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def kill_adopted(keep: Callable[[int, bytes], bool]) -> list[int]:
-    """SIGKILL every child (and its process group) that ``keep(pid, cmdline)`` does not claim."""
+def kill_adopted(keep: Callable[[int, bytes], bool], group: int | None = None) -> list[int]:
+    """SIGKILL every child (and its process group) that ``keep(pid, cmdline)`` does not claim; those
+    still in process group ``group`` (the server's, already killed, not yet gone) are not reported."""
     killed = []
     for pid, state in children().items():
         if state != "Z" and not keep(pid, _cmdline(pid)):
+            with suppress(OSError):
+                if group is not None and os.getpgid(pid) == group:
+                    os.kill(pid, signal.SIGKILL)
+                    continue
             kill_group(pid, signal.SIGKILL)
             with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
