@@ -73,11 +73,14 @@ def test_the_page_shows_every_server_and_follows_a_killed_worker_live(
     start_supervisor: Start, browser: WebDriver
 ) -> None:
     sup = start_supervisor(
-        {"alpha": stdio_test_server(), "beta": stdio_test_server()}, settings={"metrics": "127.0.0.1:0"}
+        {"alpha": stdio_test_server(), "beta": {**stdio_test_server(), "sandbox": {"memory": "256M"}}},
+        settings={"metrics": "127.0.0.1:0"},
     )
     port = listening(sup)
     open_page(browser, port, ["alpha", "beta"])
     assert cell(browser, "alpha", "tools") == str(sup.status()["alpha"].tools)
+    assert cell(browser, "alpha", "sandbox") == "none"  # each server's confinement, as status says it
+    assert cell(browser, "beta", "sandbox") == "no network; sees the system, its cwd; memory 256 MB"
     assert browser.find_elements(By.CSS_SELECTOR, "td.actions button") == []  # controls off
     sup.client.call_tool("mcp_beta_echo", {"text": "x"})
 
