@@ -17,8 +17,10 @@ The limits: ``memory`` and ``processes`` are the sandbox's together when a cgrou
 (the kernel's own counters then say when one was reached); without one, ``memory`` limits each
 process's data (``RLIMIT_DATA``) and ``processes`` the sandbox's processes (``RLIMIT_NPROC``, set
 inside the sandbox's user namespace; the kernel never applies it to root, so a supervisor running
-as root needs the cgroup). ``cpu`` is CPU seconds per process (``RLIMIT_CPU``: SIGXCPU, then
-SIGKILL), ``files`` open files per process (``RLIMIT_NOFILE``).
+as root needs the cgroup). Without a memory cgroup, a process may go an eighth past ``memory``
+before allocations fail, so that its peak resident size (``VmHWM``, which a look every
+``SANDBOX_WATCH`` cannot miss) shows it passed the limit. ``cpu`` is CPU seconds per process
+(``RLIMIT_CPU``: SIGXCPU, then SIGKILL), ``files`` open files per process (``RLIMIT_NOFILE``).
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ class Sandbox:
         if spec.files is not None:
             limits.append((resource.RLIMIT_NOFILE, spec.files, spec.files))
         if spec.memory is not None and "memory" not in self._cgroups():
-            limits.append((resource.RLIMIT_DATA, spec.memory, spec.memory))
+            data = spec.memory + spec.memory // 8  # room to pass the limit, so that it shows (``breach``)
+            limits.append((resource.RLIMIT_DATA, data, data))
 
         def child() -> None:
             for path in joins:
@@ -299,9 +302,21 @@ class Sandbox:
             return f"memory limit {megabytes(spec.memory)} exceeded"
         if spec.processes is not None and "pids" in cgroups and self._count("pids", "max"):
             return f"processes limit {spec.processes} reached"
-        if root is None or (spec.files is None and (spec.processes is None or "pids" in cgroups)):
+        watched = (
+            spec.files,
+            *(
+                limit
+                for key, limit in (("pids", spec.processes), ("memory", spec.memory))
+                if key not in cgroups
+            ),
+        )
+        if root is None or all(limit is None for limit in watched):
             return None
         pids = self.processes(root)
+        if spec.memory is not None and "memory" not in cgroups:
+            peak = max((_peak_resident(pid) for pid in pids), default=0)
+            if peak >= spec.memory:
+                return f"memory limit {megabytes(spec.memory)} exceeded (a process used {megabytes(peak)})"
         if spec.processes is not None and "pids" not in cgroups and len(pids) >= spec.processes:
             return f"processes limit {spec.processes} reached"
         if spec.files is not None and any(_open_files(pid) >= spec.files for pid in pids):
@@ -337,6 +352,18 @@ def _descendants(root: int) -> Iterator[int]:
         for task in tasks:
             with suppress(OSError):
                 todo += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+
+
+def _peak_resident(pid: int) -> int:
+    """The most memory the process has had resident (``VmHWM``), in bytes."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _open_files(pid: int) -> int:
