@@ -213,3 +213,19 @@ def test_without_bwrap_the_error_says_what_to_install(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(SandboxUnavailable, match="needs bwrap, which is not on PATH: install bubblewrap"):
         find_bwrap()
+
+
+def test_a_kernel_that_refuses_namespaces_is_named_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bwrap's own words, and how to allow user namespaces (a bwrap that fails as a refusing kernel
+    makes it fail)."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable) as refused:
+        Sandbox("x", SandboxSpec())
+    said = str(refused.value)
+    assert said.startswith("bwrap cannot make a sandbox here (bwrap: No permissions to create new namespace)")
+    assert "kernel.unprivileged_userns_clone=1" in said and "AppArmor" in said

@@ -100,6 +100,16 @@ def test_any_memory_text_is_bytes_or_a_value_error(text: str) -> None:
         assert "memory" in str(exc)
 
 
+def test_a_remote_server_takes_no_sandbox_and_the_default_leaves_it_alone() -> None:
+    remote = {"url": "https://example.com/mcp"}
+    top = {"mcpServers": {"r": {**remote, "sandbox": True}, "q": remote}, "supervisor": {"sandbox": True}}
+    config = parse_config(json.dumps(top).encode(), environ=ENV)
+    assert [problem.message for problem in config.problems] == [
+        "server 'r': sandbox applies to stdio servers; a remote server runs on another machine"
+    ]
+    assert config.servers["q"].sandbox is None
+
+
 def test_describe_says_what_status_shows() -> None:
     assert describe(None) == "not sandboxed"
     assert describe(SandboxSpec()) == "sandboxed: no network; sees the system, its cwd; no limits"
