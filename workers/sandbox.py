@@ -149,6 +149,7 @@ class Cgroup:
                 if wanted.get(controller) is None:
                     continue
                 where = CGROUP_ROOT / controller / own.lstrip("/") / name
+                _sweep(where.parent)
                 where.mkdir(exist_ok=True)
                 dirs[controller] = where
                 if controller == "memory":
@@ -195,6 +196,16 @@ class Cgroup:
         for where in self.dirs.values():
             with suppress(OSError):  # still in use (a process not yet reaped): left, empty
                 where.rmdir()
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the cgroups of workers that are gone (one killed before it could remove its own)."""
+    with suppress(OSError):
+        for left in parent.glob("mcp-supervisor-*-*"):
+            pid = left.name.rsplit("-", 1)[1]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                with suppress(OSError):
+                    left.rmdir()
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -333,6 +344,10 @@ class Sandbox:
         assert self.cgroup is not None
         file = "memory.oom_control" if controller == "memory" else "pids.events"
         return self.cgroup.counter(controller, file, key)
+
+    def empty(self) -> bool:
+        """Whether the sandbox's cgroup holds no process any more (True without one)."""
+        return self.cgroup is None or not self.cgroup.pids()
 
     def close(self) -> None:
         """Once the server is gone: remove its cgroup."""

@@ -316,7 +316,10 @@ class StdioServer:
         # Whatever escaped the group (a double-forked daemon) was re-parented to us: end it too.
         # Its zombie is reaped on SIGCHLD, or by the supervisor once we have exited.
         kill_adopted(keep=lambda pid, _cmdline: False, group=process.pid)
-        if self.sandbox is not None:
+        if self.sandbox is not None:  # its cgroup goes once its last process has (the kernel is quick)
+            with trio.move_on_after(KILL_REAP):
+                while not self.sandbox.empty():  # noqa: ASYNC110 - a v1 cgroup gives no notice
+                    await trio.sleep(0.01)
             self.sandbox.close()
 
 

@@ -8,6 +8,8 @@ only) is taken by making ``Cgroup.make`` find none.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -128,18 +130,23 @@ def test_without_a_cgroup_a_process_past_the_memory_limit_is_named_even_once_it_
     spike = "c = [b'x' * (8 << 20) for _ in range(7)]\ndel c\nprint('let go', flush=True)\ninput()"
     argv = box.argv([sys.executable, "-c", spike], {"HOME": str(places["home"])}, None)
     with subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=box.preexec(), text=True
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        preexec_fn=box.preexec(),
+        text=True,
+        start_new_session=True,
     ) as process:
         assert process.stdout is not None and process.stdout.readline() == "let go\n"
         why = box.breach(process.pid)
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)  # bwrap and the sandbox
     assert why is not None and why.startswith("memory limit 64 MB exceeded (a process used "), why
     calm = box.argv(
         [sys.executable, "-c", "import time; time.sleep(30)"], {"HOME": str(places["home"])}, None
     )
-    with subprocess.Popen(calm, preexec_fn=box.preexec()) as process:
+    with subprocess.Popen(calm, preexec_fn=box.preexec(), start_new_session=True) as process:
         assert box.breach(process.pid) is None
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def test_without_a_pids_cgroup_a_processes_limit_for_root_is_refused_saying_why(
