@@ -36,7 +36,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
-from supervisor.config.sandbox import SandboxSpec, megabytes
+from supervisor.config.sandbox_entry import SandboxSpec, megabytes
 
 __all__ = ["Sandbox", "SandboxUnavailable"]
 

@@ -48,7 +48,7 @@ from supervisor.config.model import (
 )
 from supervisor.config.oauth_entry import HTTP_URL, oauth_spec
 from supervisor.config.restart_policy import POLICY_KEYS, RestartPolicy
-from supervisor.config.sandbox import SandboxConfig, server_sandbox
+from supervisor.config.sandbox_entry import SandboxConfig, server_sandbox
 from supervisor.config.vscode import Unanswered, Variables, parse_inputs, read_env_file, workspace_of
 from supervisor.shared.address import parse_address
 

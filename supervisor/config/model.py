@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from supervisor.config.restart_policy import RestartPolicy
-from supervisor.config.sandbox import SandboxConfig, SandboxSpec
+from supervisor.config.sandbox_entry import SandboxConfig, SandboxSpec
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -138,7 +138,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     scope: Scope = "shared"
     idle_timeout: Annotated[float, msgspec.Meta(gt=0)] | None = None  # scope client; default 300 s
     max_sessions: Annotated[int, msgspec.Meta(ge=1, le=MAX_SESSIONS)] | None = None  # scope client; 16
-    # What the server may see, reach and use (``supervisor.config.sandbox``); over the default's.
+    # What the server may see, reach and use (``supervisor.config.sandbox_entry``); over the default's.
     sandbox: SandboxConfig | bool | None = None
 
 
@@ -172,7 +172,7 @@ class SupervisorSettings(
     # OpenTelemetry spans for routed calls in the supervisor and its workers, exported as the standard
     # OTEL_* environment variables say. Read when the supervisor starts.
     tracing: bool = False
-    # The ``sandbox`` of every stdio server that does not say otherwise (``supervisor.config.sandbox``).
+    # The ``sandbox`` of every stdio server that does not say otherwise (``supervisor.config.sandbox_entry``).
     sandbox: SandboxConfig | bool | None = None
 
 

@@ -160,7 +160,7 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     token_expires_at: float | None = None
     scope: str = "shared"  # "client": a worker per client, started on its first request
     workers: list[WorkerStatus] = []  # replicas or sessions; empty for a server with one worker
-    sandbox: str | None = None  # how it is confined (``supervisor.config.sandbox.describe``); None: not
+    sandbox: str | None = None  # how it is confined (``supervisor.config.sandbox_entry.describe``); None: not
 
 
 class FrontStats(msgspec.Struct, kw_only=True):

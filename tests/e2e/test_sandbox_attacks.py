@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from supervisor.client.errors import SupervisorError, ToolExecutionError, WorkerCrashedError
-from supervisor.config.sandbox import SandboxSpec, describe
+from supervisor.config.sandbox_entry import SandboxSpec, describe
 from tests.e2e.harness import SupervisorProcess, call_in_thread, poll, stdio_test_server
 from workers.sandbox import SandboxUnavailable, find_bwrap, probe
 

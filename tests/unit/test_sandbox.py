@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.config.sandbox import SandboxSpec
+from supervisor.config.sandbox_entry import SandboxSpec
 from workers import sandbox as sandbox_module
 from workers.sandbox import Sandbox, SandboxUnavailable, find_bwrap, installations, probe
 

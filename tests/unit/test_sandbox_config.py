@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from supervisor.config.load import parse_config
-from supervisor.config.sandbox import NO_ALLOW_LISTS, SandboxSpec, describe, parse_memory
+from supervisor.config.sandbox_entry import NO_ALLOW_LISTS, SandboxSpec, describe, parse_memory
 
 ENV = {"HOME": "/home/ada", "DATA": "/srv/data"}
 

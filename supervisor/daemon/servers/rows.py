@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from supervisor.config.sandbox import describe
+from supervisor.config.sandbox_entry import describe
 from supervisor.protocol import ServerStatus, WorkerStatus
 from supervisor.security.tokens import TokenFile
 

@@ -1,6 +1,6 @@
 """Benchmark: what a sandbox costs, and what attacks on the machine cost the other servers.
 
-    .venv/bin/python -m tests.benchmarks.sandbox [--starts N] [--calls N]
+    .venv/bin/python -m tests.benchmarks.sandbox_cost [--starts N] [--calls N]
 
 One ``mcp-supervisor run`` with the same servers sandboxed and not (``tests/servers/attack_server.py``,
 stdlib only, so start-up is mostly the supervisor's and the sandbox's; and ``mcp-server-time``), the
