@@ -243,6 +243,12 @@ class Sandbox:
                 f"not apply RLIMIT_NPROC to root), and none could be made under {CGROUP_ROOT / 'pids'}"
             )
 
+    @property
+    def watched(self) -> bool:
+        """Whether it has limits to look at while the server runs (``cpu`` needs none: SIGXCPU says it)."""
+        spec = self.spec
+        return any(limit is not None for limit in (spec.memory, spec.processes, spec.files))
+
     def _cgroups(self) -> dict[str, Path]:
         return self.cgroup.dirs if self.cgroup is not None else {}
 

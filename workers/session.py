@@ -115,7 +115,7 @@ class Worker:
             if self.server is not None:
                 nursery.start_soon(self._watch_server, self.server)
                 nursery.start_soon(self._report_spawn, self.server)
-                if self.server.sandbox is not None:
+                if self.server.sandbox is not None and self.server.sandbox.watched:
                     nursery.start_soon(self._watch_sandbox, self.server, self.server.sandbox)
             nursery.start_soon(self.link.serve, calls)
             nursery.start_soon(reap_on_sigchld, self._trio_children)
