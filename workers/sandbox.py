@@ -7,7 +7,8 @@ uses it), ``setrlimit`` and, where this process may make one, a cgroup (v1 ``mem
 
 The view: a private mount namespace with the system read-only (``/usr``, ``/etc``, ``/lib*``,
 ``/bin``, ``/sbin``, ``/opt``), the server's own installation (its command's prefix and its
-interpreter's, read-only, and an absolute path to a file among its arguments, its script), its
+interpreter's, read-only, and an absolute path to a file among its arguments, its script: with its
+whole ``node_modules`` tree when it is in one), its
 ``cwd`` read-write, the paths listed ``read``/``write``, and nothing else: ``$HOME``, ``/tmp``,
 ``/var/tmp`` and ``/run`` are empty and private. No network (a network namespace of its own, with
 only its own loopback) unless ``network`` is true. Its own PID, IPC and UTS namespaces, no
@@ -86,7 +87,10 @@ def _under(path: str, top: str) -> bool:
 
 
 def _prefix(path: str) -> str:
-    """The installation a program belongs to: the parent of its ``bin`` directory, else its directory."""
+    """The installation a program belongs to: the outermost ``node_modules`` it is in (a package sees
+    its dependencies there), else the parent of its ``bin`` directory, else its directory."""
+    if (at := path.find("/node_modules/")) != -1:
+        return path[: at + len("/node_modules")]
     folder = os.path.dirname(path)
     return os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
 
@@ -273,7 +277,8 @@ class Sandbox:
         search = env.get("PATH", os.defpath)
         programs = [argv[0], *([sys.executable] if self._nproc_inside else [])]
         visible = [place for program in programs for place in installations(program, search, home)]
-        visible += [arg for arg in argv[1:] if os.path.isabs(arg) and os.path.isfile(arg)]
+        scripts = [arg for arg in argv[1:] if os.path.isabs(arg) and os.path.isfile(arg)]
+        visible += [_prefix(script) if "/node_modules/" in script else script for script in scripts]
         for path in dict.fromkeys([*visible, *spec.read]):
             line += ["--ro-bind", path, path]
         for path in spec.write:

@@ -22,7 +22,7 @@ import pytest
 
 from supervisor.client.errors import SupervisorError, ToolExecutionError, WorkerCrashedError
 from supervisor.config.sandbox_entry import SandboxSpec, describe
-from tests.e2e.harness import SupervisorProcess, call_in_thread, poll, stdio_test_server
+from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, call_in_thread, poll, stdio_test_server
 from workers.sandbox import SandboxUnavailable, find_bwrap, probe
 
 pytestmark = pytest.mark.e2e
@@ -204,3 +204,15 @@ def test_the_bundled_config_runs_time_and_git_sandboxed(start_supervisor: Start)
     assert "On branch" in status.text or "HEAD detached" in status.text, status.text
     with pytest.raises(ToolExecutionError):  # the repository given is all it may touch
         sup.client.call_tool("mcp_git_git_status", {"repo_path": str(Path.home())}, timeout=30)
+
+
+def test_a_reference_server_nobody_here_wrote_runs_sandboxed(start_supervisor: Start) -> None:
+    """The npm reference server (Node, its packages in a node_modules tree) in a sandbox with limits."""
+    limits = {"memory": "512M", "processes": 64, "files": 256}
+    sup = start_supervisor(
+        {"everything": {"command": str(NODE), "args": [str(EVERYTHING), "stdio"], "sandbox": limits}}
+    )
+    assert sup.client.call_tool("mcp_everything_echo", {"message": "boxed"}, timeout=30).text == "Echo: boxed"
+    assert sup.status()["everything"].sandbox == describe(
+        SandboxSpec(memory=512 << 20, processes=64, files=256)
+    )

@@ -206,6 +206,16 @@ def test_what_must_be_visible_for_a_program_to_run(tmp_path: Path) -> None:
     tool.parent.mkdir()
     tool.write_text("#!/usr/bin/env node\n")
     assert installations(str(tool), str(node.parent), str(home)) == [str(tool.parent), str(node.parents[1])]
+    modules = tmp_path / "app" / "node_modules"  # a package's command: the whole tree, for its dependencies
+    entry = modules / "@scope" / "server" / "dist" / "index.js"
+    entry.parent.mkdir(parents=True)
+    entry.write_text("#!/usr/bin/env node\n")
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "server").symlink_to(entry)
+    assert installations(str(modules / ".bin" / "server"), str(node.parent), str(home)) == [
+        str(modules),
+        str(node.parents[1]),
+    ]
 
 
 def test_a_listed_path_that_does_not_exist_is_named(tmp_path: Path) -> None:
