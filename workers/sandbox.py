@@ -230,14 +230,16 @@ def _own_cgroups() -> dict[str, str]:
 class Sandbox:
     """How one server is confined: the bwrap command line, the child's set-up, and what it reached."""
 
-    def __init__(self, name: str, spec: SandboxSpec) -> None:
+    def __init__(self, name: str, spec: SandboxSpec, cwd: str | None = None) -> None:
+        """``cwd``: the server's, which must exist to be bound."""
         self.spec = spec
         self._bwrap = find_bwrap()
         probe(self._bwrap, spec.network)
-        for kind, paths in (("read", spec.read), ("write", spec.write)):
+        for kind, paths in (("read", spec.read), ("write", spec.write), ("cwd", (cwd,) if cwd else ())):
             for path in paths:
-                if not os.path.exists(path):
-                    raise SandboxUnavailable(f"sandbox.filesystem.{kind}: {path} does not exist")
+                if not os.path.isdir(path) if kind == "cwd" else not os.path.exists(path):
+                    where = "cwd" if kind == "cwd" else f"sandbox.filesystem.{kind}"
+                    raise SandboxUnavailable(f"{where}: {path} does not exist")
         self.cgroup = Cgroup.make(f"mcp-supervisor-{name.replace('/', '_')}-{os.getpid()}", spec)
         self._nproc_inside = spec.processes is not None and "pids" not in self._cgroups()
         if self._nproc_inside and os.geteuid() == 0:

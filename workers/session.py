@@ -86,7 +86,7 @@ class Worker:
         if spec.transport == "stdio":
             assert spec.command is not None, "stdio servers have a command (checked by the config loader)"
             try:
-                sandbox = None if spec.sandbox is None else Sandbox(spec.name, spec.sandbox)
+                sandbox = None if spec.sandbox is None else Sandbox(spec.name, spec.sandbox, spec.cwd)
                 self.server = StdioServer(
                     spec.command,
                     list(spec.args),

@@ -224,6 +224,8 @@ def test_a_listed_path_that_does_not_exist_is_named(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
     with pytest.raises(SandboxUnavailable, match=f"sandbox.filesystem.write: {missing} does not exist"):
         Sandbox("x", SandboxSpec(write=(missing,)))
+    with pytest.raises(SandboxUnavailable, match=f"cwd: {missing} does not exist"):
+        Sandbox("x", SandboxSpec(), cwd=missing)
 
 
 def test_without_bwrap_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
