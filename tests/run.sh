@@ -27,6 +27,11 @@ rm -rf "$docs_site"
 # bwrap for the sandboxed servers (the bundled config's, tests/e2e/test_sandbox_attacks.py).
 sh config/bubblewrap.sh \
   || echo "tests/run.sh: could not install bubblewrap; the sandbox tests will be skipped, saying why" >&2
+# iproute2's ip, for the hosts made of network namespaces (tests/e2e/test_network_hosts.py).
+if ! command -v ip >/dev/null && command -v apt-get >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2 \
+    || echo "tests/run.sh: could not install iproute2; the network tests will be skipped, saying why" >&2
+fi
 
 # Headless Chromium and its driver for the status page's browser tests (Debian's packages; CI runs
 # as root on Debian 12). Without /usr/bin/chromedriver those tests are skipped, saying why.
