@@ -139,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--metrics",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics (/metrics) and the status page (/) over HTTP there, e.g. "
-        "127.0.0.1:9464 (port 0: any free port, named in the log); overrides the config's 'metrics'",
+        help="serve Prometheus metrics (/metrics), the status page (/) and health probes (/healthz, "
+        "/readyz) over HTTP there, e.g. 127.0.0.1:9464 (port 0: any free port, named in the log); "
+        "overrides the config's 'metrics'",
     )
     run.add_argument(
         "--tracing",

@@ -22,9 +22,9 @@ every server and keeper asks. It keeps every server's log lines
 (``supervisor.daemon.servers.worker_log``: ``GetLogs``), and a ``Shutdown`` request sets
 ``shutdown_requested``, which ``supervisor.daemon.lifecycle`` waits for beside the signals. The HTTP
 listener (``supervisor.ops.web.site``) gives it the call table's meter (``meter``), hears every
-event it publishes (``watch_events``), and reads its status rows (``status``) and ``received``, the
-count of front messages. Under systemd, ``supervisor.ops.service`` hears every event too, and every
-reload (``watch_reloads``).
+event it publishes (``watch_events``), and reads its status rows (``status``), ``received`` (front
+messages), and ``phase`` and ``first_starts`` (``/readyz``). Under systemd, ``supervisor.ops.service``
+hears every event too, and every reload (``watch_reloads``).
 
 A call its worker does not answer in time is answered ``TIMEOUT`` by the deadline timer a margin
 later; when a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR`` when a remote
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 import trio
@@ -167,14 +167,14 @@ class Supervisor:
         self._gate: Gate | None = None
         self._tasks: trio.Nursery | None = None  # where servers and reloads run
         self.shutdown_requested = trio.Event()  # a front ``Shutdown`` asked us to stop
-        self._first_starts = FirstStarts(self.registry, self.servers, self._front.reply)
+        self.first_starts = FirstStarts(self.registry, self.servers, self._front.reply)
         fetches = Fetches(
             servers=self.servers, calls=self.calls, reply=self._front.reply, routes=self._router
         )
         self._requests = Dispatch(
             router=self._router,
             fetches=fetches,
-            first_starts=self._first_starts,
+            first_starts=self.first_starts,
             crew=self.crew,
             interests=self.interests,
             logs=self.logs,
@@ -203,6 +203,11 @@ class Supervisor:
 
     def _is_draining(self) -> bool:
         return self._draining
+
+    @property
+    def phase(self) -> Literal["starting", "serving", "draining"]:
+        """Whether the front door is served yet (``run`` has started its tasks), or draining."""
+        return "draining" if self._draining else "serving" if self._tasks is not None else "starting"
 
     # ------------------------------------------------------------- running
 
@@ -319,7 +324,7 @@ class Supervisor:
     def state_changed(self, server: Server, previous: WorkerState) -> None:
         self._events.state_changed(server.name, server.state, previous, server.restarts, server.last_error)
         self._router.server_changed(server)
-        self._first_starts.state_changed(server.name, server.state)
+        self.first_starts.state_changed(server.name, server.state)
 
     def register_tools(self, spec: ServerSpec, tools: list[WorkerTool]) -> int:
         """Register a server's tools (those its config's tool view lets through), publish what
@@ -328,17 +333,17 @@ class Supervisor:
             spec.name, tools, enabled=spec.enabled_tools, disabled=spec.disabled_tools
         )
         self._events.registry_changed(spec.name, diff)
-        self._first_starts.tools_changed(spec.name)
+        self.first_starts.tools_changed(spec.name)
         return len(infos)
 
     def _worker_ready(self, keeper: Keeper, worker: bytes, event: Ready) -> None:
         """A worker's ``Ready``: to its keeper; then it hears what callers want of its server, and a
         first start may wait for the tools its server announces next."""
-        first = self._first_starts.first_start(keeper.name)
+        first = self.first_starts.first_start(keeper.name)
         keeper.ready(event)
         if keeper.serving:
             self.interests.worker_ready(keeper.name, worker)
-            self._first_starts.ready(keeper.name, event.tools_change, first)
+            self.first_starts.ready(keeper.name, event.tools_change, first)
 
     def tool_count(self, server: str) -> int:
         return self.registry.count(server)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import trio
@@ -142,12 +143,16 @@ class FakeBackend:
         self.on = controls
         self.done: list[tuple[Action, str]] = []
         self.feed = Feed(max_clients=1)
+        self.not_ready: dict[str, Any] | None = None
 
     def status(self) -> bytes:
         return b'{"servers": []}'
 
     def metrics(self, accept: str) -> tuple[bytes, str]:
         return b"# metrics\n", "text/plain; version=0.0.4"
+
+    def unready(self) -> dict[str, Any] | None:
+        return self.not_ready
 
     def controls(self) -> bool:
         return self.on
@@ -180,6 +185,34 @@ def test_gets_answer_the_page_metrics_and_status() -> None:
     metrics = app.handle(_request("GET", "/metrics"))
     assert isinstance(metrics, Response) and metrics.body == b"# metrics\n"
     assert _answer(app, _request("GET", "/api/status"))[0] == 200
+
+
+def test_healthz_is_ok_while_anything_answers_and_readyz_says_what_is_not_ready() -> None:
+    backend = FakeBackend()
+    backend.not_ready = {"ready": False, "reason": "servers starting", "starting": ["slow", "other"]}
+    app = App(backend)
+    for method in ("GET", "HEAD"):
+        health = app.handle(_request(method, "/healthz"))
+        assert isinstance(health, Response) and (health.status, health.body) == (200, b"ok\n")
+    ready = app.handle(_request("GET", "/readyz"))
+    assert isinstance(ready, Response) and ready.status == 503 and ready.body.count(b"\n") == 1
+    assert json.loads(ready.body) == backend.not_ready
+    backend.not_ready = None
+    ready = app.handle(_request("GET", "/readyz"))
+    assert isinstance(ready, Response) and (ready.status, ready.body) == (200, b"ok\n")
+    assert ready.content_type.startswith("text/plain")
+    assert _answer(app, _request("POST", "/readyz"))[0] == 405
+    assert _answer(app, _request("PUT", "/healthz"))[0] == 405
+
+
+def test_kubernetes_probes_pass_the_host_check_of_a_listener_on_every_interface() -> None:
+    """The kubelet sends ``Host: POD_IP:PORT``; a pod's DNS name passes only when in statusHosts."""
+    plain = HostCheck(ListenAddress("0.0.0.0", 9100), 9100)
+    assert plain.allows("10.244.1.7:9100") and plain.allows("[fd00::7]:9100")
+    assert not plain.allows("10.244.1.7:9464")  # another port: not this listener
+    assert not plain.allows("supervisor-0.supervisors.mcp.svc:9100")
+    named = HostCheck(ListenAddress("0.0.0.0", 9100), 9100, ["supervisor-0.supervisors.mcp.svc"])
+    assert named.allows("supervisor-0.supervisors.mcp.svc:9100") and named.allows("10.244.1.7:9100")
 
 
 def test_the_page_makes_no_external_requests() -> None:
@@ -221,7 +254,9 @@ def test_controls_refuse_requests_not_from_their_own_page(headers: dict[str, str
     assert backend.done == []
 
 
-@pytest.mark.parametrize("path", ["/", "/metrics", "/api/status", "/events", "/api/servers/time/stop"])
+@pytest.mark.parametrize(
+    "path", ["/", "/metrics", "/api/status", "/events", "/healthz", "/readyz", "/api/servers/time/stop"]
+)
 @pytest.mark.parametrize("host", ["evil.example:9464", "127.0.0.1:1", "", "[::1"])
 def test_every_request_whose_host_does_not_name_the_listener_is_421(path: str, host: str) -> None:
     backend = FakeBackend()

@@ -7,6 +7,8 @@ Below: a ``Backend`` (``supervisor.ops.web.site`` reads a running supervisor): w
     GET  /metrics                            Prometheus text exposition
     GET  /api/status                         every server's status row, with its last minute of calls
     GET  /events                             Server-Sent Events: state, registry, stats (every second)
+    GET  /healthz                            200 ``ok`` while the event loop answers (liveness)
+    GET  /readyz                             200 ``ok`` once ready, else 503 saying why (readiness)
     POST /api/servers/NAME/restart|stop|start  as ``mcp-supervisor restart|stop|start NAME``
 
 Every request must have a ``Host`` header naming this listener (``HostCheck``: its address, loopback
@@ -23,7 +25,7 @@ from __future__ import annotations
 import importlib.resources
 from functools import cache
 from http import HTTPStatus
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 from urllib.parse import unquote
 
 import msgspec
@@ -48,7 +50,11 @@ _PAGE_HEADERS: Final = (
     ("x-frame-options", "DENY"),
     ("referrer-policy", "no-referrer"),
 )
-_GET_PATHS: Final = frozenset({"/", "/index.html", "/metrics", "/api/status", "/events"})
+_GET_PATHS: Final = frozenset(
+    {"/", "/index.html", "/metrics", "/api/status", "/events", "/healthz", "/readyz"}
+)
+_OK: Final = b"ok\n"
+_TEXT: Final = "text/plain; charset=utf-8"
 
 
 class Backend(Protocol):
@@ -61,6 +67,11 @@ class Backend(Protocol):
 
     def status(self) -> bytes:
         """``/api/status`` as JSON."""
+        ...
+
+    def unready(self) -> dict[str, Any] | None:
+        """None when ready (serving its front door, every server's first start over); else why not, as
+        ``/readyz``'s 503 body: ``reason``, and the servers still ``starting`` for the first time."""
         ...
 
     def metrics(self, accept: str) -> tuple[bytes, str]:
@@ -105,6 +116,13 @@ class App:
                 return Response(200, body, content_type)
             case "/api/status":
                 return Response(200, self._backend.status(), _JSON)
+            case "/healthz":
+                return Response(200, _OK, _TEXT)
+            case "/readyz":
+                unready = self._backend.unready()
+                if unready is None:
+                    return Response(200, _OK, _TEXT)
+                return Response(HTTPStatus.SERVICE_UNAVAILABLE, msgspec.json.encode(unready) + b"\n", _JSON)
             case "/events":
                 return self._events(request)
             case _:

@@ -142,6 +142,16 @@ class _Backend:
             "controls": self.controls(),
         }
 
+    def unready(self) -> dict[str, Any] | None:
+        sup = self._supervisor
+        if sup.phase != "serving":
+            why = "draining: stopping" if sup.phase == "draining" else "the front door is not served yet"
+            return {"ready": False, "reason": why}
+        starting = sup.first_starts.pending()
+        if starting:
+            return {"ready": False, "reason": "servers starting", "starting": starting}
+        return None
+
     def metrics(self, accept: str) -> tuple[bytes, str]:
         encoder, content_type = choose_encoder(accept)
         return encoder(self._registry), content_type
