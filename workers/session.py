@@ -157,6 +157,9 @@ class Worker:
                 if not await self._session_failed(phase, first_leaf(group)):
                     raise  # a bug of ours: main() reports it
             self._end(self.exit_code)
+        refused = self.link.refuse_unread()  # calls that came while it ended: the next server's
+        if refused:
+            log.debug("%d calls that came while the worker ended were not run", refused)
         return self.exit_code
 
     def _oauth(self) -> httpx2.Auth | None:

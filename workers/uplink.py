@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, assert_never
+from typing import TYPE_CHECKING, Final, Protocol, assert_never
 
 import msgspec
+import trio
 
 from supervisor.protocol import (
     HEARTBEAT,
@@ -31,6 +32,7 @@ from supervisor.protocol import (
     Interest,
     Invoke,
     InvokeFailed,
+    NotRun,
     WorkerEvent,
     decode_worker_command,
     encode,
@@ -61,11 +63,13 @@ class Dealer(Protocol):
     """What the link needs of its socket: a ``ZmtpDealer`` or a libzmq ``TrioSocket``."""
 
     def send_nowait(self, frames: Sequence[bytes]) -> None: ...
+    def drain(self) -> list[list[bytes]]: ...
     async def receive_batch(self) -> list[list[bytes]]: ...
     def close(self) -> None: ...
 
 
 IPC = "ipc://"
+UNREAD_BATCHES: Final = 64  # batches of unread commands a worker that ends looks through, at most
 
 
 class Link:
@@ -121,6 +125,27 @@ class Link:
                         self._socket.send_nowait([HEARTBEAT])
                     case _:
                         assert_never(command)
+
+    def refuse_unread(self) -> int:
+        """The worker is ending: the calls that reached it and were never read are answered ``NotRun``
+        (no server had them: the supervisor sends them to the next one); how many."""
+        refused = 0
+        for _ in range(UNREAD_BATCHES):
+            try:
+                batch = self._socket.drain()
+            except (OSError, trio.ClosedResourceError):
+                break
+            if not batch:
+                break
+            for frames in batch:
+                try:
+                    command = decode_worker_command(frames[-1])
+                except msgspec.DecodeError:
+                    continue
+                if isinstance(command, Invoke | Fetch):
+                    self.send(NotRun(call=command.call))
+                    refused += 1
+        return refused
 
     def _undecodable(self, frame: bytes, exc: msgspec.DecodeError) -> None:
         """A command that does not decode: a call is still answered, if its id can be found (arguments

@@ -139,6 +139,19 @@ class ZmtpDealer:
             reads += 1
             self._read(sock)
 
+    def drain(self) -> list[list[bytes]]:
+        """Every message that has arrived, up to ``BATCH``, without waiting (reads what the socket holds)."""
+        sock = self._sock
+        for _ in range(READS_PER_CHECKPOINT):
+            if sock is None or self._sock is not sock or len(self._inbox) >= BATCH:
+                break
+            self._drained = False
+            self._read(sock)
+            if self._drained:
+                break
+        inbox = self._inbox
+        return [inbox.popleft() for _ in range(min(BATCH, len(inbox)))]
+
     @property
     def buffered(self) -> int:
         """Bytes sent and not yet taken by the socket."""

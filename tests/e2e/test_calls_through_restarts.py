@@ -168,3 +168,29 @@ def test_calls_queued_behind_a_stopped_server_are_answered_by_the_next_one_when_
     assert texts == [f"queued {i}" for i in range(3)]
     after = sup.status()["test"]
     assert after.restarts == 1 and after.server_pid != pid
+
+
+def test_calls_queued_at_a_frozen_worker_whose_server_dies_are_answered_by_the_next_server(
+    start_supervisor: Start,
+) -> None:
+    """The worker is stopped (SIGSTOP) while calls reach it, and its server is killed meanwhile: when
+    the worker runs again it ends, and the calls it never read go to the next server."""
+    sup = start_supervisor({"test": stdio_test_server()})
+    before = sup.status()["test"]
+    assert before.worker_pid is not None and before.server_pid is not None
+    os.kill(before.worker_pid, signal.SIGSTOP)
+    try:
+        queued = [call_in_thread(sup, "mcp_test_echo", {"text": f"queued {i}"}, timeout=60) for i in range(3)]
+        poll("the calls to be in flight", lambda: sup.client.front_stats().in_flight >= 3, 20)
+        os.kill(before.server_pid, signal.SIGKILL)
+    finally:
+        os.kill(before.worker_pid, signal.SIGCONT)
+    for outcome in queued:
+        thread = outcome["thread"]
+        assert isinstance(thread, threading.Thread)
+        thread.join(60)
+        assert not thread.is_alive(), "a call did not finish"
+    texts = [getattr(outcome.get("result"), "text", outcome.get("error")) for outcome in queued]
+    assert texts == [f"queued {i}" for i in range(3)]
+    after = sup.status()["test"]
+    assert after.restarts == 1 and after.worker_pid != before.worker_pid
