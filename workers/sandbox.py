@@ -7,21 +7,20 @@ uses it), ``setrlimit`` and, where this process may make one, a cgroup (v1 ``mem
 
 The view: a private mount namespace with the system read-only (``/usr``, ``/etc``, ``/lib*``,
 ``/bin``, ``/sbin``, ``/opt``), the server's own installation (its command's prefix and its
-interpreter's, read-only, and an absolute path to a file among its arguments, its script: with its
-whole ``node_modules`` tree when it is in one), its
-``cwd`` read-write, the paths listed ``read``/``write``, and nothing else: ``$HOME``, ``/tmp``,
-``/var/tmp`` and ``/run`` are empty and private. No network (a network namespace of its own, with
-only its own loopback) unless ``network`` is true. Its own PID, IPC and UTS namespaces, no
-capabilities, no core dumps. The worker ends it as it ends any server: bwrap's process group.
+interpreter's, and an absolute path to a file among its arguments, its script, each with the whole
+``node_modules`` tree it is in, if any: read-only), its ``cwd`` read-write, the paths listed
+``read``/``write``, and nothing else: ``$HOME``, ``/tmp``, ``/var/tmp`` and ``/run`` are empty and
+private. No network (a network namespace of its own: only its own loopback) unless ``network`` is
+true. Its own PID, IPC and UTS namespaces, no capabilities, no core dumps. The worker ends it as it
+ends any server: bwrap's process group.
 
 The limits: ``memory`` and ``processes`` are the sandbox's together when a cgroup can be made
-(the kernel's own counters then say when one was reached); without one, ``memory`` limits each
-process's data (``RLIMIT_DATA``) and ``processes`` the sandbox's processes (``RLIMIT_NPROC``, set
-inside the sandbox's user namespace; the kernel never applies it to root, so a supervisor running
-as root needs the cgroup). Without a memory cgroup, a process may go an eighth past ``memory``
-before allocations fail, so that its peak resident size (``VmHWM``, which a look every
-``SANDBOX_WATCH`` cannot miss) shows it passed the limit. ``cpu`` is CPU seconds per process
-(``RLIMIT_CPU``: SIGXCPU, then SIGKILL), ``files`` open files per process (``RLIMIT_NOFILE``).
+(the kernel's own counters then say when one was reached); without one, each process may use an
+eighth past ``memory`` before allocations fail (``RLIMIT_DATA``), so that its peak resident size
+(``VmHWM``, which a look every ``SANDBOX_WATCH`` cannot miss) shows it passed the limit, and
+``processes`` counts the sandbox's (``RLIMIT_NPROC``, set inside its user namespace; the kernel
+never applies it to root, so a supervisor running as root needs the cgroup). ``cpu``: CPU seconds
+per process (``RLIMIT_CPU``: SIGXCPU, then SIGKILL); ``files``: open files per process (``RLIMIT_NOFILE``).
 """
 
 from __future__ import annotations
