@@ -306,3 +306,23 @@ def accepting(port: int) -> bool:
     """Whether something accepts connections on 127.0.0.1:``port``."""
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def http_test_server(**env: str) -> Iterator[str]:
+    """The test server over streamable HTTP on a free port, with ``env`` added: its URL while it runs."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(TEST_SERVER), "--http", str(port)],
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        poll("the HTTP test server to listen", lambda: server.poll() is not None or accepting(port), 30)
+        assert server.poll() is None, f"the HTTP test server exited with {server.returncode}"
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.kill()
+        server.wait(10)

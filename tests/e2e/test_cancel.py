@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,10 +37,8 @@ from supervisor.protocol import (
     StatusReply,
 )
 from tests.e2e.harness import (
-    TEST_SERVER,
     SupervisorProcess,
-    accepting,
-    free_port,
+    http_test_server,
     poll,
     raw_call,
     raw_client,
@@ -193,22 +189,10 @@ def test_a_resource_read_is_cancellable_and_a_gathered_listing_is_not(sup: Super
 @pytest.fixture
 def http_state(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The test server over streamable HTTP; its URL and its state directory."""
-    port, state = free_port(), tmp_path / "http-state"
+    state = tmp_path / "http-state"
     state.mkdir()
-    server = subprocess.Popen(
-        [sys.executable, str(TEST_SERVER), "--http", str(port)],
-        env={**os.environ, "TEST_SERVER_STATE_DIR": str(state)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        poll("the HTTP test server to listen", lambda: server.poll() is not None or accepting(port), 30)
-        assert server.poll() is None, f"the HTTP test server exited with {server.returncode}"
-        yield f"http://127.0.0.1:{port}/mcp", state
-    finally:
-        server.kill()
-        server.wait(10)
+    with http_test_server(TEST_SERVER_STATE_DIR=str(state)) as url:
+        yield url, state
 
 
 async def test_a_remote_call_cancelled_by_its_caller_is_cancelled_on_the_server(

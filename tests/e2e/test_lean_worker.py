@@ -8,16 +8,13 @@ Whether a process has loaded pydantic (and so the SDK's models, which need it) s
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from supervisor.shared.processes import children
-from tests.e2e.harness import TEST_SERVER, SupervisorProcess, accepting, free_port, poll, stdio_test_server
+from tests.e2e.harness import SupervisorProcess, http_test_server, stdio_test_server
 
 pytestmark = pytest.mark.e2e
 
@@ -67,17 +64,8 @@ def test_a_prompt_loads_the_sdks_models_in_its_own_worker_only(start_supervisor:
 
 
 def test_remote_workers_are_forked_from_a_zygote_of_their_own(start_supervisor: Start) -> None:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, str(TEST_SERVER), "--http", str(port)],
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        poll("the HTTP test server to listen", lambda: server.poll() is not None or accepting(port), 30)
-        sup = start_supervisor({"local": stdio_test_server(), "far": {"url": f"http://127.0.0.1:{port}/mcp"}})
+    with http_test_server() as url:
+        sup = start_supervisor({"local": stdio_test_server(), "far": {"url": url}})
         assert sup.client.call_tool("mcp_far_echo", {"text": "remote"}).text == "remote"
         assert sup.client.call_tool("mcp_local_echo", {"text": "local"}).text == "local"
         forks = zygotes(sup)
@@ -88,9 +76,6 @@ def test_remote_workers_are_forked_from_a_zygote_of_their_own(start_supervisor: 
         assert PYDANTIC in maps(rows["far"].worker_pid)
         assert PYDANTIC not in maps(rows["local"].worker_pid)
         assert PYDANTIC not in maps(forks["mcp-zygote"])
-    finally:
-        server.kill()
-        server.wait(10)
 
 
 def thread_names(pid: int) -> list[str]:

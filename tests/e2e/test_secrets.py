@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import secrets
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.client.errors import SupervisorError
-from tests.e2e.harness import TEST_SERVER, SupervisorProcess, accepting, free_port, poll, stdio_test_server
+from tests.e2e.harness import SupervisorProcess, http_test_server, stdio_test_server
 from tests.e2e.web import listening, request
 from tests.otel import SUPERVISOR, WAIT, WORKER, OtlpReceiver, Received, exporting_to, otlp_receiver
 
@@ -50,21 +49,8 @@ def remote_token() -> str:
 @pytest.fixture
 def remote(remote_token: str) -> Iterator[str]:
     """The test server over streamable HTTP, answering only ``Authorization: Bearer <remote_token>``."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, str(TEST_SERVER), "--http", str(port)],
-        env={**os.environ, "TEST_SERVER_REQUIRE_TOKEN": remote_token},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        poll("the HTTP test server to listen", lambda: server.poll() is not None or accepting(port), 30)
-        assert server.poll() is None, f"the HTTP test server exited with {server.returncode}"
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.kill()
-        server.wait(10)
+    with http_test_server(TEST_SERVER_REQUIRE_TOKEN=remote_token) as url:
+        yield url
 
 
 @pytest.fixture
