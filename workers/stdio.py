@@ -121,7 +121,6 @@ class StdioServer:
         self._outbox: list[bytes] = []  # lines for the server's stdin, written by one task
         self._outbox_filled = trio.Event()
         self._stdin: int | None = None  # the pipe's fd while it is open and no write is under way
-        self._stdin_fd: int | None = None  # the pipe's fd until we close it (to ask what is unread)
         self._queued = 0  # bytes queued for stdin so far: where the next line begins
         self._written = 0  # bytes handed to the pipe so far (a write cut short counts whole)
         self.read_upto: int | None = None  # once the server exited: the bytes it can have read
@@ -170,11 +169,11 @@ class StdioServer:
         server, now that it has exited: nothing of it was written, or all of it is still in the pipe."""
         return sent_at is None or (self.read_upto is not None and sent_at >= self.read_upto)
 
-    def _unread_end(self) -> int | None:
+    def _unread_end(self, process: trio.Process) -> int | None:
         """Once the server has exited: the bytes it can have read of its stdin; None while a process
         (one it left behind) still holds the pipe's other end, or when we closed ours."""
-        fd = self._stdin_fd
-        if fd is None:
+        fd = process.stdin.fileno() if isinstance(process.stdin, trio.lowlevel.FdStream) else -1
+        if fd < 0:  # closed by us (``_stop``)
             return None
         try:
             poller = select.poll()
@@ -229,7 +228,7 @@ class StdioServer:
 
     async def _watch_exit(self, process: trio.Process) -> None:
         await process.wait()
-        self.read_upto = self._unread_end()
+        self.read_upto = self._unread_end(process)
         self.hung_up = self.hung_up or not self._stopping
         self.exited.set()
 
@@ -270,7 +269,7 @@ class StdioServer:
         """Write what has queued up for the server's stdin, all of it at once."""
         assert process.stdin is not None
         if isinstance(process.stdin, trio.lowlevel.FdStream):  # always, on Unix
-            self._stdin = self._stdin_fd = process.stdin.fileno()
+            self._stdin = process.stdin.fileno()
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             while True:
                 await self._outbox_filled.wait()
@@ -297,7 +296,7 @@ class StdioServer:
     async def _stop(self, process: trio.Process) -> None:
         """Close stdin, then SIGTERM and SIGKILL the process group; every wait bounded."""
         self._stopping = True
-        self._stdin = self._stdin_fd = None  # its fd number may be reused once closed
+        self._stdin = None  # its fd number may be reused once closed
         if process.stdin is not None:
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await process.stdin.aclose()
