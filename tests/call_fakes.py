@@ -130,6 +130,10 @@ class FakeStdio:
         self.written = trio.Event()
         self.own = OwnRequests(self._write)
         self.hung_up = False  # the server went first (closed its stdout or exited)
+        self.read_upto: int | None = None  # once it "exited": the lines it read (``StdioServer.read_upto``)
+
+    def never_read(self, sent_at: int | None) -> bool:
+        return sent_at is None or (self.read_upto is not None and sent_at >= self.read_upto)
 
     def _write(self, line: bytes, *, at_once: bool = False) -> int:
         self.lines.append(json.loads(line))

@@ -63,6 +63,7 @@ class Running:
     asks: dict[int, Asked] = field(default_factory=dict)
     span: Span | None = None  # its span, while tracing and its trace is sampled (``workers.calls``)
     trace: dict[str, str] | None = None  # while tracing: the ``_meta`` entries of its trace context
+    sent_at: int | None = None  # where its request's line begins in a stdio server's stdin, once queued
 
     def end(self) -> None:
         """The call is over: whatever it was asked goes unanswered."""

@@ -1,11 +1,10 @@
 """Calls and fetches: each ``Invoke`` and ``Fetch`` answered on its own, under its own budget.
 
 Above: the link (``workers.uplink``), which hands each call here as it arrives (``invoke``,
-``fetch``), and the session (``workers.session``), which says when the session is ready and which
-tools the server has (``ready``, ``know``), and is told when a call finds the session gone. Below:
-the server: on a stdio server the worker's own ``tools/call`` (the hot path,
-``workers.own_requests``, which also hands it the call's progress), the SDK's ``call_tool`` on a
-remote one, and ``workers.catalog`` for resources and prompts.
+``fetch``), and the session (``workers.session``), which says when it is ready and which tools the
+server has (``ready``, ``know``), and is told when a call finds it gone. Below: the server: on stdio
+the worker's own ``tools/call`` (the hot path, ``workers.own_requests``, which also hands it the
+call's progress), the SDK's ``call_tool`` on a remote one, ``workers.catalog`` for the rest.
 
 A call's arguments are decoded totally (``workers.values``) and checked against the tool's
 ``inputSchema``; its result is checked (``workers.results``) and against the tool's
@@ -15,15 +14,15 @@ that asks for progress gets the server's notifications as ``InvokeProgress`` (co
 ``workers.progress``) before its answer. A result that asks for input first (2026-07-28) is
 finished by the worker's callbacks, in rounds as the SDK runs them (``workers.lean_sdk.provide_input``).
 
-While tracing (``supervisor.shared.tracing.on``), an ``Invoke`` whose trace is sampled is served in one
-span ``tools/call TOOL``, child of the supervisor's span, with the call's outcome, and its context goes
-to the server in the request's ``_meta`` (on a remote server, the SDK's own span of the request nests
-in it); one not sampled makes no span, and the server gets the context the ``Invoke`` came with.
+While tracing (``supervisor.shared.tracing.on``), a sampled ``Invoke`` is served in a span
+``tools/call TOOL`` (child of the supervisor's, with the outcome) whose context goes to the server in
+the request's ``_meta``; one not sampled makes no span, and passes on the context it came with.
 
 Each call runs under its own ``trio.CancelScope`` (its budget's deadline), kept by call id while it
 runs: an ``Abort`` (its caller cancelled it, and the supervisor has answered) cancels that scope,
 which sends the server ``notifications/cancelled`` for the request as expiry does (the hot path's
-``OwnRequests.request``, the SDK's requests), and the call then sends nothing at all.
+``OwnRequests.request``, the SDK's requests), and the call then sends nothing at all. A call the
+worker's end cancels, whose request its exited server never read, is answered ``NotRun``.
 """
 
 from __future__ import annotations
@@ -82,13 +81,10 @@ _C = TypeVar("_C", Invoke, Fetch)
 
 
 class Calls:
-    """Serves ``Invoke`` and ``Fetch`` once the session is ready; until then each is ``UNAVAILABLE``.
-
-    Each call runs in ``tasks`` (the worker's nursery), as does the pacing of its progress; a call
-    that finds the session gone awaits ``lost`` (which ends the worker) instead of answering, and one
-    that comes once the server has ended is answered ``NotRun`` (the supervisor may send it to the
-    next server). An ``Abort`` cancels a running call, which then answers nothing.
-    """
+    """Serves ``Invoke`` and ``Fetch`` once the session is ready (``UNAVAILABLE`` until then), each in
+    ``tasks`` (the worker's nursery) as is the pacing of its progress. A call that finds the session
+    gone awaits ``lost`` (which ends the worker); one that comes once the server has ended is answered
+    ``NotRun`` (the supervisor may send it to the next server). An ``Abort`` silences a running call."""
 
     def __init__(
         self,
@@ -153,6 +149,11 @@ class Calls:
             try:
                 if not running.aborted:  # an Abort that came before this task started: nothing to do
                     await serve(client, command, running)
+            except trio.Cancelled:  # the worker ends: a request its dead server never read, the next may run
+                at, server = running.sent_at, self._server
+                if server is not None and at is not None and server.never_read(at) and not running.aborted:
+                    self._link.send(NotRun(call=command.call))
+                raise
             finally:
                 self._untrack(running)
 
@@ -225,9 +226,8 @@ class Calls:
             relay = self._progress_relay(running) if invoke.progress else None
             try:
                 if self._server is not None:
-                    result = await self._call_stdio(
-                        client, self._server, invoke.tool, arguments, relay, running.trace
-                    )
+                    server = self._server
+                    result = await self._call_stdio(client, server, invoke.tool, arguments, relay, running)
                 else:
                     with tracing.joined(running.trace):
                         sdk_result = await client.call_tool(invoke.tool, arguments, progress_callback=relay)
@@ -248,10 +248,10 @@ class Calls:
         tool: str,
         arguments: dict[str, Any],
         relay: ProgressRelay | None,
-        trace: dict[str, str] | None,
+        running: Running,
     ) -> ToolResult:
-        """The hot path: the worker's own ``tools/call``, its JSON result checked; ``trace``: the
-        ``_meta`` entries of the call's trace context, while tracing."""
+        """The hot path: the worker's own ``tools/call`` for ``running`` (it learns where the line
+        begins; its trace context goes in ``_meta`` while tracing), its JSON result checked."""
         hold: ProgressCallback | None = None
         if relay is not None:
             tasks = self._tasks
@@ -260,7 +260,12 @@ class Calls:
                 if relay.hold(progress, total, message):
                     tasks.start_soon(relay.pace)  # it sends nothing once the relay is closed
 
-        raw = await server.own.request("tools/call", {"name": tool, "arguments": arguments}, hold, trace)
+        def queued(at: int) -> None:
+            running.sent_at = at
+
+        trace = running.trace
+        params = {"name": tool, "arguments": arguments}
+        raw = await server.own.request("tools/call", params, hold, trace, queued=queued)
         result = decode_tool_result(raw)
         if result is None:  # the server asks for input first: the worker's callbacks answer
             from workers import lean_sdk
@@ -380,14 +385,12 @@ class Calls:
     async def _never_read(self, error: MCPError) -> bool:
         """Whether a request the closed connection left unanswered never reached the stdio server: it
         was still in the pipe when the server exited, or was never written."""
-        server = self._server
-        if server is None or not isinstance(error, ConnectionClosed):
+        if (server := self._server) is None or not isinstance(error, ConnectionClosed):
             return False
         return await server.exits() and server.never_read(error.sent_at)
 
     def _progress_relay(self, running: Running) -> ProgressRelay:
-        """The server's progress for a call, relayed as ``InvokeProgress`` (coalesced), all before
-        the call's own answer (and none once it is aborted)."""
+        """The server's progress for a call, as ``InvokeProgress`` (coalesced), before its answer."""
         link, call = self._link, running.call
 
         def send(progress: float, total: float | None, message: str | None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 import msgspec
@@ -104,6 +104,7 @@ class OwnRequests:
         *,
         request_id: str | None = None,
         cancel_on_abandon: bool = True,
+        queued: Callable[[int], None] | None = None,
     ) -> msgspec.Raw:
         """Send a request of the worker's own and return its result as raw JSON.
 
@@ -118,7 +119,7 @@ class OwnRequests:
         ``notifications/cancelled``, unless ``cancel_on_abandon`` is False (the handshake's requests,
         which the spec forbids to cancel). ``request_id``: a string id of the caller's choosing
         (``subscriptions/listen``'s), else the next number above ``OWN_IDS``. Empty params are left out,
-        as the SDK leaves them.
+        as the SDK leaves them. ``queued`` is told where its line begins once it is queued.
         """
         if self._closed:
             raise ConnectionClosed(None)
@@ -141,6 +142,8 @@ class OwnRequests:
         if not params:
             del message["params"]
         pending.sent_at = self._write(_encode(message), at_once=len(self._pending) == 1)
+        if queued is not None:
+            queued(pending.sent_at)
         try:
             await pending.answered.wait()
         finally:

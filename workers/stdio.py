@@ -122,7 +122,7 @@ class StdioServer:
         self._outbox_filled = trio.Event()
         self._stdin: int | None = None  # the pipe's fd while it is open and no write is under way
         self._queued = 0  # bytes queued for stdin so far: where the next line begins
-        self._written = 0  # bytes handed to the pipe so far (a write cut short counts whole)
+        self._written = 0  # bytes the pipe took so far
         self.read_upto: int | None = None  # once the server exited: the bytes it can have read
         self.own = OwnRequests(self._write)  # the worker's own requests: the hot path
         self._stopping = False  # we are ending the server (stop or kill)
@@ -266,20 +266,29 @@ class StdioServer:
             log.warning("server wrote a line that is not JSON-RPC on stdout%s: %.200r", also, line)
 
     async def _pump_stdin(self, process: trio.Process) -> None:
-        """Write what has queued up for the server's stdin, all of it at once."""
-        assert process.stdin is not None
-        if isinstance(process.stdin, trio.lowlevel.FdStream):  # always, on Unix
-            self._stdin = process.stdin.fileno()
-        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        """Write what has queued up for the server's stdin, all of it at once, counting each byte the
+        pipe takes (a write the server's death breaks counts only what went in)."""
+        stdin = process.stdin
+        assert isinstance(stdin, trio.lowlevel.FdStream)  # on Unix; its fd is non-blocking
+        self._stdin = stdin.fileno()
+        with suppress(trio.ClosedResourceError, OSError):  # closed by us, or no reader is left
             while True:
                 await self._outbox_filled.wait()
                 self._outbox_filled = trio.Event()
-                data = b"".join(self._outbox)
+                data = memoryview(b"".join(self._outbox))
                 self._outbox.clear()
-                self._written += len(data)
-                fd, self._stdin = self._stdin, None  # lines queue behind this write
-                await process.stdin.send_all(data)
-                self._stdin = fd
+                self._stdin = None  # lines queue behind this write
+                while data:
+                    if (fd := stdin.fileno()) < 0:  # closed by us (``_stop``) while we waited
+                        return
+                    try:
+                        sent = os.write(fd, data)
+                    except BlockingIOError:
+                        await trio.lowlevel.wait_writable(fd)
+                        continue
+                    self._written += sent
+                    data = data[sent:]
+                self._stdin = stdin.fileno() if stdin.fileno() >= 0 else None
         self._stdin = None
 
     async def _pump_stderr(self, process: trio.Process) -> None:

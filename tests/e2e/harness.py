@@ -120,14 +120,22 @@ def wait_started(state_dir: Path, tag: str) -> None:
 
 
 def alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a live (not zombie) process."""
+    """Whether ``pid`` is a live process: one of its threads is no zombie (a killed process's main
+    thread may be a zombie while the others still run, holding its files)."""
     if pid is None:
         return False
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        threads = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    for thread in threads:
+        try:
+            stat = Path(f"/proc/{pid}/task/{thread}/stat").read_text()
+        except FileNotFoundError:  # it has just ended
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] != "Z":
+            return True
+    return False
 
 
 class SupervisorProcess:

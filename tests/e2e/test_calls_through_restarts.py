@@ -21,7 +21,7 @@ import pytest
 
 from supervisor.client.blocking import SupervisorClient
 from supervisor.client.errors import SupervisorError, WorkerCrashedError
-from tests.e2e.harness import SupervisorProcess, call_in_thread, poll, stdio_test_server, wait_started
+from tests.e2e.harness import SupervisorProcess, alive, call_in_thread, poll, stdio_test_server, wait_started
 
 pytestmark = pytest.mark.e2e
 
@@ -183,6 +183,9 @@ def test_calls_queued_at_a_frozen_worker_whose_server_dies_are_answered_by_the_n
         queued = [call_in_thread(sup, "mcp_test_echo", {"text": f"queued {i}"}, timeout=60) for i in range(3)]
         poll("the calls to be in flight", lambda: sup.client.front_stats().in_flight >= 3, 20)
         os.kill(before.server_pid, signal.SIGKILL)
+        # Dead, its files closed, before the worker runs: a server still dying may yet read (into the
+        # kernel's copy for its blocked reader) what the worker writes, and then it may have run.
+        poll("the server to die", lambda: not alive(before.server_pid), 20)
     finally:
         os.kill(before.worker_pid, signal.SIGCONT)
     for outcome in queued:

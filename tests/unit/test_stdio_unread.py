@@ -31,6 +31,12 @@ import sys, time
 sys.stderr.write("up\\n"); sys.stderr.flush()
 time.sleep(60)
 """
+CLOSES_STDIN = """
+import os, sys, time
+os.close(0)
+sys.stderr.write("up\\n"); sys.stderr.flush()
+time.sleep(60)
+"""
 LEAVES_A_READER = """
 import subprocess, sys, time
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.DEVNULL)
@@ -135,3 +141,21 @@ async def test_a_process_left_holding_the_servers_stdin_may_read_on_so_nothing_i
         assert not requests.never_read("queued")
 
     await _with_server(LEAVES_A_READER, body)
+
+
+async def test_lines_the_pipe_refused_once_the_server_closed_its_stdin_never_reached_it() -> None:
+    """The server closed its stdin and lives on: the pipe takes nothing more (EPIPE), on the write
+    tried at once and on the writer's; only what the pipe took counts as what it could read."""
+
+    async def body(server: StdioServer, requests: Requests, said: trio.Event) -> None:
+        await said.wait()
+        line = b'{"jsonrpc": "2.0", "method": "notifications/ping"}'
+        at_once = server._write(line, at_once=True)  # the pipe is idle: tried at once
+        queued = server._write(line)  # for the writer
+        await trio.testing.wait_all_tasks_blocked()  # the writer met the broken pipe
+        os.kill(server.pid or 0, signal.SIGKILL)
+        assert await server.exits()
+        assert server.read_upto == 0
+        assert server.never_read(at_once) and server.never_read(queued)
+
+    await _with_server(CLOSES_STDIN, body)
