@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from supervisor.protocol import ToolInfo
 from supervisor.shared.federation import FederationError, Member, label, members, merge, parse_federation
+from supervisor.shared.paths import default_endpoint
 
 ENV = {"XDG_RUNTIME_DIR": "/run/user/1000"}
 
