@@ -23,13 +23,14 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Final, NoReturn
 
 from supervisor import __version__
 from supervisor.cli.arguments import add_client_parsers
 from supervisor.cli.exit_codes import CliError, ExitCode, exit_code_for, exit_codes_help
 from supervisor.cli.facade_commands import add_facade_parsers
 from supervisor.cli.output import print_failure
+from supervisor.shared.federation import FederationError, members, split_endpoints
 from supervisor.shared.paths import DEFAULT_KEY_DIR, ENDPOINT_ENV, KEYS_ENV, resolve_endpoint
 
 __all__ = ["build_parser", "main"]
@@ -95,7 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--endpoint",
-        help=f"the supervisor's ZeroMQ endpoint (default: ${ENDPOINT_ENV}, else {resolve_endpoint(None)})",
+        action="append",
+        help=f"the supervisor's ZeroMQ endpoint (default: ${ENDPOINT_ENV}, else {resolve_endpoint(None)}); "
+        "every command but run federates several: repeat it, or give a comma list (as the variable may)",
+    )
+    common.add_argument(
+        "--federation",
+        metavar="FILE",
+        help='the supervisors to federate, from a JSON file: {"supervisors": ["tcp://HOST:PORT", '
+        '{"endpoint": ..., "name": ..., "keys": DIR}]} (not with --endpoint; see docs/protocol.md)',
     )
     common.add_argument(
         "--keys",
@@ -168,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False))
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        _federate(args)
         return func(args)
     except CliError as exc:
         print_failure(as_json, exc.error, str(exc), f"mcp-supervisor: error: {exc}")
@@ -182,6 +192,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         return code
+
+
+FEDERATING: Final = frozenset({"mcp", "serve"})  # the commands that federate several supervisors
+
+
+def _federate(args: argparse.Namespace) -> None:
+    """``run`` listens on one endpoint (``args.endpoint``); every other command gets the supervisors it
+    talks to as ``args.members`` (``supervisor.shared.federation``), and ``args.endpoint`` is the one
+    endpoint of a single member (None when there are several)."""
+    if not hasattr(args, "federation"):  # keygen: no endpoint
+        return
+    if args.command == "run":
+        given = split_endpoints(args.endpoint or [])
+        if args.federation is not None or len(given) > 1:
+            raise CliError(
+                "run listens on one endpoint: give one --endpoint, no --federation", ExitCode.USAGE
+            )
+        if not given and "," in os.environ.get(ENDPOINT_ENV, ""):
+            why = f"${ENDPOINT_ENV} names several supervisors; run listens on one: give --endpoint"
+            raise CliError(why, ExitCode.USAGE)
+        args.endpoint = given[0] if given else None
+        return
+    try:
+        args.members = members(args.endpoint, args.federation)
+    except FederationError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+    args.endpoint = args.members[0].endpoint if len(args.members) == 1 else None
+    if args.endpoint is None and args.command not in FEDERATING:
+        raise CliError(f"{args.command} talks to one supervisor: give one --endpoint", ExitCode.USAGE)
 
 
 def _failed(exc: Exception, as_json: bool) -> int | None:
