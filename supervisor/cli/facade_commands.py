@@ -53,6 +53,8 @@ def _check(args: argparse.Namespace) -> None:
         )
     if args.config and not Path(args.config).expanduser().is_file():
         raise CliError(f"--config {args.config}: no such file", ExitCode.USAGE)
+    if args.config and len(args.members) > 1:
+        raise CliError("--config starts one supervisor: it cannot go with several", ExitCode.USAGE)
     if args.server:
         if args.search:
             raise CliError("--server and --search do not go together (--server keeps names)", ExitCode.USAGE)
@@ -117,7 +119,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from supervisor.facade.run import serve_stdio
 
     options, launcher = _options(args), _launcher(args)
-    anyio.run(serve_stdio, options, args.endpoint, args.keys, launcher, opening, backend="trio")
+    anyio.run(serve_stdio, options, args.members, args.keys, launcher, opening, backend="trio")
     return 0
 
 
@@ -172,7 +174,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     anyio.run(
         serve_http,
         options,
-        args.endpoint,
+        args.members,
         sock,
         tokens,
         args.keys,

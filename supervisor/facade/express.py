@@ -36,7 +36,8 @@ from pydantic import ValidationError
 
 from supervisor.facade.callers import Hosts
 from supervisor.facade.served_tools import ServedTools, error_result
-from supervisor.facade.upstream import SupervisorGone, Upstream
+from supervisor.facade.upstream import SupervisorGone
+from supervisor.facade.upstreams import Upstreams
 from supervisor.protocol import ToolInfo, ToolResult
 
 __all__ = ["MAX_BRACKETS", "Express", "Taken"]
@@ -104,7 +105,9 @@ class Express:
     """The fast path over one facade's tools; ``take`` says which requests it answers, ``answer``
     answers them."""
 
-    def __init__(self, tools: ServedTools, hosts: Hosts, server: Server[Any], client: Callable[[], Upstream]):
+    def __init__(
+        self, tools: ServedTools, hosts: Hosts, server: Server[Any], client: Callable[[], Upstreams]
+    ):
         self._tools = tools
         self._hosts = hosts
         self._server = server
@@ -215,7 +218,7 @@ class Express:
         if taken.progress is not None and notify is not None:
             progress = _progress(notify, taken.progress)
         try:
-            async with upstream.calling() as client:
+            async with upstream.calling(upstream.server_of(name, tool)) as client:
                 host = self._hosts.plain(client, session)
                 result = await self._tools.route(host, name, taken.arguments or {}, progress)
         except SupervisorGone as exc:

@@ -33,7 +33,8 @@ from pydantic import BaseModel, ValidationError
 
 from supervisor.client.errors import SupervisorError
 from supervisor.facade.callers import Hosts
-from supervisor.facade.upstream import SupervisorGone, Upstream
+from supervisor.facade.upstream import SupervisorGone
+from supervisor.facade.upstreams import Upstreams
 from supervisor.facade.views import View
 from supervisor.protocol import PromptInfo, ResourceInfo, ResourceTemplateInfo
 
@@ -124,7 +125,7 @@ class Catalog:
     """The facade's resources and prompts handlers, and the URI and prompt-name -> server maps they need."""
 
     def __init__(
-        self, view: View, upstream: Callable[[], Upstream], hosts: Hosts, *, single: str | None = None
+        self, view: View, upstream: Callable[[], Upstreams], hosts: Hosts, *, single: str | None = None
     ) -> None:
         """``hosts``: reads and prompts go as the host session's own client (listings are shared);
         ``single``: the one server whose prompts keep their own names."""
@@ -174,12 +175,11 @@ class Catalog:
         upstream = self._upstream()
         await upstream.wait_first(FIRST_WAIT)
         try:
-            async with upstream.calling() as client:
-                if what == "resources":
-                    return list(await client.list_resources())
-                if what == "templates":
-                    return list(await client.list_resource_templates())
-                return list(await client.list_prompts())
+            if what == "resources":
+                return await upstream.listing(lambda client: client.list_resources())
+            if what == "templates":
+                return await upstream.listing(lambda client: client.list_resource_templates())
+            return await upstream.listing(lambda client: client.list_prompts())
         except SupervisorGone:
             return []
         except SupervisorError as exc:
@@ -269,7 +269,7 @@ class Catalog:
             raise MCPError(
                 types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
             )
-        result = await self._fetch(ctx, lambda client: client.read_resource(server, uri))
+        result = await self._fetch(ctx, server, lambda client: client.read_resource(server, uri))
         return _checked(ctx, "resources/read", {"contents": result.contents}, server)
 
     async def get_prompt(
@@ -279,7 +279,7 @@ class Catalog:
         server = await self._server_of_prompt(name)
         arguments = {key: str(value) for key, value in (params.arguments or {}).items()}
         own = server if self._single else None  # the server's own name, then
-        result = await self._fetch(ctx, lambda client: client.get_prompt(name, arguments, server=own))
+        result = await self._fetch(ctx, server, lambda client: client.get_prompt(name, arguments, server=own))
         wire = _omit_none({"description": result.description, "messages": result.messages})
         return _checked(ctx, "prompts/get", wire, server)
 
@@ -315,7 +315,9 @@ class Catalog:
             named = server
         argument = (params.argument.name, params.argument.value)
         context = params.context.arguments if params.context is not None else None
-        result = await self._fetch(ctx, lambda client: client.complete(wire, argument, context, server=named))
+        result = await self._fetch(
+            ctx, server, lambda client: client.complete(wire, argument, context, server=named)
+        )
         completion: dict[str, Any] = {"values": result.values[:100]}
         if result.total is not None:
             completion["total"] = result.total
@@ -323,11 +325,13 @@ class Catalog:
             completion["hasMore"] = result.has_more
         return complete(ctx, {"completion": completion})
 
-    async def _fetch(self, ctx: ServerRequestContext[Any, Any], request: Callable[[Any], Any]) -> Any:
+    async def _fetch(
+        self, ctx: ServerRequestContext[Any, Any], server: str, request: Callable[[Any], Any]
+    ) -> Any:
         upstream = self._upstream()
         await upstream.wait_first(FIRST_WAIT)
         try:
-            async with upstream.calling() as client:
+            async with upstream.calling(server) as client:
                 return await request(self._hosts.client(ctx, client))
         except SupervisorGone as exc:
             raise MCPError(types.INTERNAL_ERROR, f"UNAVAILABLE: {exc}") from exc

@@ -36,9 +36,10 @@ from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
 from supervisor.facade.server import Facade, FacadeOptions
 from supervisor.facade.stdio_lane import StdioLane
-from supervisor.facade.upstream import Upstream
+from supervisor.facade.upstreams import Upstreams
 from supervisor.security.keys import Keys
 from supervisor.shared.address import HostCheck, ListenAddress
+from supervisor.shared.federation import Member
 
 __all__ = ["MCP_PATH", "BearerAuth", "Front", "SameOrigin", "bind", "http_app", "serve_http", "serve_stdio"]
 
@@ -60,11 +61,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def _facade(
-    options: FacadeOptions, endpoint: str | None, keys: Keys, launcher: Launcher | None
-) -> tuple[Facade, Upstream]:
+    options: FacadeOptions, members: Sequence[Member], keys: Keys, launcher: Launcher | None
+) -> tuple[Facade, Upstreams]:
     facade = Facade(options)
-    upstream = Upstream(
-        endpoint,
+    upstream = Upstreams(
+        members,
         keys=keys,
         changed=facade.changed,
         launcher=launcher,
@@ -77,15 +78,15 @@ def _facade(
 
 async def serve_stdio(
     options: FacadeOptions,
-    endpoint: str | None,
+    members: Sequence[Member],
     keys: Keys = None,
     launcher: Launcher | None = None,
     opening: Opening | None = None,
 ) -> None:
-    """Serve one host on this process's stdin and stdout until it closes stdin; ``opening``: what was
-    read of stdin before, and answered (``supervisor.facade.handshake``)."""
+    """Serve one host on stdin and stdout, from the supervisors ``members``, until it closes stdin;
+    ``opening``: what was read of stdin before, and answered (``supervisor.facade.handshake``)."""
     opening = opening or Opening()
-    facade, upstream = _facade(options, endpoint, keys, launcher)
+    facade, upstream = _facade(options, members, keys, launcher)
     async with anyio.create_task_group() as tasks:
         await tasks.start(facade.tell_hosts)
         await tasks.start(upstream.run)
@@ -259,7 +260,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 async def serve_http(
     options: FacadeOptions,
-    endpoint: str | None,
+    members: Sequence[Member],
     sock: socket.socket,
     tokens: Sequence[str] | None,
     keys: Keys = None,
@@ -267,7 +268,8 @@ async def serve_http(
     log_level: str = "warning",
     allow_hosts: Sequence[str] = (),
 ) -> None:
-    """Serve streamable HTTP at ``/mcp`` on ``sock`` until cancelled (on asyncio, as uvicorn is)."""
+    """Serve streamable HTTP at ``/mcp`` on ``sock`` from the supervisors ``members``, until cancelled
+    (on asyncio, as uvicorn is)."""
     import uvicorn
     from sse_starlette.sse import AppStatus
 
@@ -303,7 +305,7 @@ async def serve_http(
             AppStatus.should_exit = True
             return True
 
-    facade, upstream = _facade(options, endpoint, keys, launcher)
+    facade, upstream = _facade(options, members, keys, launcher)
     app = requests = http_app(facade, sock, tokens, allow_hosts)
     protocol = guarded_protocol(connection_cap())  # a cap on connections, and on slow requests
     quiet_accept_failures()

@@ -35,7 +35,8 @@ from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.client.errors import SupervisorError
 from supervisor.facade.callers import Hosts
 from supervisor.facade.resources import complete, listable, refusal
-from supervisor.facade.upstream import SupervisorGone, Upstream
+from supervisor.facade.upstream import SupervisorGone
+from supervisor.facade.upstreams import Upstreams
 from supervisor.facade.views import SearchIndex
 from supervisor.protocol import ProgressCallback, ToolInfo, ToolResult
 from supervisor.shared.names import free_name
@@ -55,7 +56,7 @@ JSONRPC_ERRORS: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
 class ServedTools:
     """The facade's tool handlers over the supervisor's registry, as ``options`` show it."""
 
-    def __init__(self, options: FacadeOptions, client: Callable[[], Upstream], hosts: Hosts) -> None:
+    def __init__(self, options: FacadeOptions, client: Callable[[], Upstreams], hosts: Hosts) -> None:
         self.options = options
         self._client = client  # the link to the supervisor (set before the facade serves)
         self._hosts = hosts  # each host connection a client of its own, answering its server's requests
@@ -111,7 +112,7 @@ class ServedTools:
         upstream = self._client()
         return upstream.settled and self._single_listed(upstream)
 
-    def _single_listed(self, upstream: Upstream) -> bool:
+    def _single_listed(self, upstream: Upstreams) -> bool:
         """Without ``single``, True; with it, whether the registry lists that server's tools."""
         if self.options.single is None:
             return True
@@ -164,12 +165,12 @@ class ServedTools:
             return types.CallToolResult.model_validate(wire, by_name=False)
 
         try:
-            async with upstream.calling() as client:
+            async with upstream.calling(upstream.server_of(name, tool)) as client:
                 return await self._hosts.call(ctx, params, client, routed)
         except SupervisorGone as exc:
             return _error_result(f"UNAVAILABLE: {exc}")
 
-    def target(self, upstream: Upstream, name: str) -> tuple[str, ToolInfo | None]:
+    def target(self, upstream: Upstreams, name: str) -> tuple[str, ToolInfo | None]:
         """The registry's name of the tool a host calls ``name``, and its entry; ``MCPError`` when this
         facade does not show it."""
         if self.options.single is not None:
@@ -198,7 +199,7 @@ class ServedTools:
             return error_result(f"{exc.code or 'ERROR'}: {exc.message or exc}")
 
     @staticmethod
-    async def _missing_server(upstream: Upstream, server: str) -> str:
+    async def _missing_server(upstream: Upstreams, server: str) -> str:
         """Why a facade of one server shows no tools, when it is that the supervisor has no such server."""
         try:
             async with upstream.calling() as client:
@@ -209,7 +210,7 @@ class ServedTools:
             return ""
         return f"the supervisor has no server named {server!r} (servers: {', '.join(names) or 'none'})"
 
-    def _prefixed(self, upstream: Upstream, server: str, name: str) -> str:
+    def _prefixed(self, upstream: Upstreams, server: str, name: str) -> str:
         """The registry's name of ``server``'s tool ``name`` (by the registry's own rule when it does
         not list the tool now: its server restarting, say)."""
         originals = self._originals

@@ -59,7 +59,8 @@ from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
 from supervisor.facade.relay import Relay
 from supervisor.facade.resources import Catalog, complete
 from supervisor.facade.served_tools import ServedTools
-from supervisor.facade.upstream import Change, SupervisorGone, Upstream
+from supervisor.facade.upstream import Change, SupervisorGone
+from supervisor.facade.upstreams import Upstreams
 from supervisor.facade.views import View
 
 __all__ = ["Facade", "FacadeOptions"]
@@ -115,7 +116,7 @@ class Facade:
 
     def __init__(self, options: FacadeOptions) -> None:
         self.options = options
-        self.upstream: Upstream | None = None  # set by whoever runs the facade, before serving
+        self.upstream: Upstreams | None = None  # set by whoever runs the facade, before serving
         self._bus = InMemorySubscriptionBus()
         self._heard: dict[int, ServerSession] = {}  # handshake-era connections, by first request's session
         self._hosts = Hosts()  # each host connection a client of its own, answering its server's requests
@@ -163,7 +164,7 @@ class Facade:
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
 
-    def _client(self) -> Upstream:
+    def _client(self) -> Upstreams:
         assert self.upstream is not None, "the facade is served before its upstream is set"
         return self.upstream
 

@@ -61,7 +61,7 @@ class Change:
     catalog: bool = False
 
 
-class _Calling:
+class Calling:
     """``Upstream.calling``: a class rather than a generator, for it wraps every routed call."""
 
     __slots__ = ("_scope", "_upstream")
@@ -104,10 +104,13 @@ class Upstream:
         launcher: Launcher | None = None,
         list_wait: float = LIST_WAIT,
         heard: Callable[[ServerMessage | ResourceUpdated], None] = lambda _: None,
+        lost: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``list_wait``: seconds a listing may wait for the supervisor's servers to finish starting;
-        ``heard``: each server log message and resource update (it must not block)."""
+        ``heard``: each server log message and resource update (it must not block); ``lost``: told
+        each time the supervisor goes away."""
         self.endpoint = endpoint
+        self._on_lost = lost
         self._heard = heard
         self._level: tuple[str, str | None] = ("", None)  # the log level asked for, and of which server
         self._subscriptions: set[tuple[str, str]] = set()  # (server, uri) asked for
@@ -133,6 +136,11 @@ class Upstream:
     def settled(self) -> bool:
         """Connected, and its tools listed: a listing or a call need not wait for anything."""
         return self._client is not None and self._first.is_set()
+
+    @property
+    def first_done(self) -> bool:
+        """Its first listing was made, or the first dial gave up waiting for one."""
+        return self._first.is_set()
 
     async def wait_first(self, wait: float) -> None:
         """Before the first connection, wait up to ``wait`` seconds for one (a host that starts the
@@ -166,11 +174,11 @@ class Upstream:
         """The tools as last heard, without waiting."""
         return list(self._table.tools.values())
 
-    def calling(self) -> _Calling:
+    def calling(self) -> Calling:
         """The client to make one request with (``async with upstream.calling() as client``);
         ``SupervisorGone`` when there is none, or when the supervisor goes away before the request is
         answered (the request is then ended at once)."""
-        return _Calling(self)
+        return Calling(self)
 
     async def want_level(self, level: str, server: str | None) -> None:
         """Ask for ``server``'s (every server's) log messages from ``level`` up (``""``: none asked)."""
@@ -235,6 +243,8 @@ class Upstream:
                     self._client = None
                     self._end_calls()
             log.warning("lost the supervisor: %s; dialling again", self.why)
+            if self._on_lost is not None:
+                await self._on_lost()
 
     async def _dial(self, stack: AsyncExitStack) -> tuple[AsyncSupervisorClient, AsyncEventWatch]:
         """A client that answered a ping and an event subscription (joined by the caller), trying until

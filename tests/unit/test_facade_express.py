@@ -26,6 +26,7 @@ from supervisor.facade.express import MAX_BRACKETS
 from supervisor.facade.served_tools import ServedTools
 from supervisor.facade.server import Facade, FacadeOptions
 from supervisor.facade.upstream import Change, SupervisorGone, Upstream
+from supervisor.facade.upstreams import Upstreams
 from supervisor.protocol import ToolInfo, ToolResult
 from tests.hostile import json_values
 
@@ -53,10 +54,13 @@ class FakeUpstream:
     def find(self, name: str) -> ToolInfo | None:
         return self._tools.get(name)
 
+    def server_of(self, name: str, tool: ToolInfo | None) -> str | None:
+        return tool.server if tool is not None else None
+
 
 def facade(upstream: FakeUpstream | None = None, **options: Any) -> Facade:
     made = Facade(FacadeOptions(**options))
-    made.upstream = cast(Upstream, upstream or FakeUpstream(ECHO))
+    made.upstream = cast(Upstreams, upstream or FakeUpstream(ECHO))
     return made
 
 
