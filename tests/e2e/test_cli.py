@@ -157,7 +157,9 @@ def test_bundled_config_runs_both_pypi_servers(tmp_path: Path) -> None:
 
 def test_bad_endpoints_are_clear_errors_not_hangs() -> None:
     status = cli("status", endpoint="not-an-endpoint")
-    assert status.returncode == 3 and "cannot connect to 'not-an-endpoint'" in status.stderr
+    assert status.returncode == 2 and "'not-an-endpoint' is no endpoint (tcp://HOST:PORT" in status.stderr
+    unknown = cli("status", endpoint="udp://a:1")
+    assert unknown.returncode == 3 and "cannot connect to 'udp://a:1'" in unknown.stderr
     config = Path(__file__).resolve().parents[2] / "config" / "mcp.json"
     run = cli("run", str(config), "--insecure", endpoint="tcp://999.1.1.1:1")
     assert run.returncode == 1 and "cannot listen on tcp://999.1.1.1:1" in run.stderr

@@ -10,18 +10,13 @@ back. Skipped, saying why, where namespaces cannot be made.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from supervisor.cli.exit_codes import ExitCode
-from supervisor.security.keys import keygen
-from tests.e2e.harness import STOP_TIMEOUT, stdio_test_server
+from tests.e2e.hosts import AGENT, HOSTS, Cluster
 from tests.e2e.netns import Network, unavailable
 
 _WHY_NOT = unavailable()
@@ -29,71 +24,13 @@ pytestmark = [pytest.mark.e2e] + (
     [pytest.mark.skip(reason=f"no network namespaces here: {_WHY_NOT}")] if _WHY_NOT else []
 )
 
-HOSTS = ["alpha", "beta", "gamma"]
-AGENT = "agent"
-PORT = 5555
-
-
-class Cluster:
-    """The network, the keys, and a supervisor per host with one test server named after the host."""
-
-    def __init__(self, network: Network, tmp: Path) -> None:
-        self.network = network
-        self.keys = tmp / "keys"
-        keygen(self.keys)
-        self.stranger = tmp / "stranger"
-        keygen(self.stranger, server=False)
-        shutil.copy(self.keys / "server.key", self.stranger / "server.key")
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.logs: dict[str, Path] = {}
-        run = [sys.executable, "-m", "supervisor", "run", "--log-level", "debug"]
-        for host in HOSTS:
-            config = tmp / f"{host}.json"
-            config.write_text(json.dumps({"mcpServers": {host: stdio_test_server()}}))
-            self.logs[host] = tmp / f"{host}.log"
-            with self.logs[host].open("wb") as log:
-                self.processes[host] = network.popen(
-                    host,
-                    [*run, str(config), "--endpoint", self.endpoint(host), "--keys", str(self.keys)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env={**os.environ, "XDG_RUNTIME_DIR": str(tmp / host)},
-                )
-
-    def endpoint(self, host: str) -> str:
-        return f"tcp://{self.network.address(host)}:{PORT}"
-
-    def agent(
-        self, *args: str, host: str, keys: Path | None = None, timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        """``mcp-supervisor ARGS`` from the agent's host, to ``host``'s supervisor."""
-        where = ["--endpoint", self.endpoint(host), "--keys", str(keys or self.keys)]
-        return self.network.cli(AGENT, *args, *where, timeout=timeout)
-
-    def stop(self) -> None:
-        for process in self.processes.values():
-            process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with Network([*HOSTS, AGENT]) as network:
         made = Cluster(network, tmp_path_factory.mktemp("hosts"))
         try:
-            for host in HOSTS:
-                waited = made.agent("wait", "--timeout", "60", host=host, timeout=90)
-                assert waited.returncode == 0, (
-                    host,
-                    waited.stdout,
-                    waited.stderr,
-                    made.logs[host].read_text(),
-                )
+            made.wait_ready()
             yield made
         finally:
             made.stop()

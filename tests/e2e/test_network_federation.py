@@ -1,0 +1,133 @@
+"""One registry over supervisors on three hosts: the facade on the agent's host federates them.
+
+The host (the SDK's ``Client``) starts ``mcp-supervisor mcp`` in the agent's network namespace with
+one ``--endpoint`` per host (tcp, CURVE), lists once right after ``initialize`` and sees every host's
+tools; a server name two hosts share is the first host's, and the clash is logged by name; calls go to
+the host that owns their server. A host whose cable is pulled costs only its own tools (the host hears
+``list_changed``, and a call to one of them is ``UNAVAILABLE``); they return when it does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from tests.e2e.facade import HOST_LIFETIME, REPO, Notes
+from tests.e2e.harness import stdio_test_server
+from tests.e2e.hosts import AGENT, HOSTS, Cluster
+from tests.e2e.netns import Network, unavailable
+
+_WHY_NOT = unavailable()
+pytestmark = [pytest.mark.e2e] + (
+    [pytest.mark.skip(reason=f"no network namespaces here: {_WHY_NOT}")] if _WHY_NOT else []
+)
+
+LOSS_WAIT = 60.0  # seconds for a lost host to be noticed (beacons stop), or to be back
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Each host's own server, and a server named ``common`` on alpha and on beta (a clash)."""
+    more = {host: {"common": stdio_test_server(HOST_TAG=host)} for host in ("alpha", "beta")}
+    with Network([*HOSTS, AGENT]) as network:
+        made = Cluster(network, tmp_path_factory.mktemp("federation"), more)
+        try:
+            made.wait_ready()
+            yield made
+        finally:
+            made.stop()
+
+
+@asynccontextmanager
+async def federated_host(cluster: Cluster, stderr: Path, notes: Notes | None = None) -> AsyncIterator[Client]:
+    """A host on the agent's host that starts the facade over every host's supervisor."""
+    endpoints = [arg for host in HOSTS for arg in ("--endpoint", cluster.endpoint(host))]
+    facade = [sys.executable, "-m", "supervisor", "mcp", *endpoints, "--keys", str(cluster.keys)]
+    argv = cluster.network.wrap(AGENT, ["sh", "-c", 'exec "$@" 2>>"$0"', str(stderr), *facade])
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=str(REPO))
+    handler = notes.handler if notes is not None else None
+    with trio.fail_after(HOST_LIFETIME):
+        async with Client(params, mode="legacy", message_handler=handler) as client:
+            yield client
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(part.text for part in result.content if isinstance(part, types.TextContent))
+
+
+async def _call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    with trio.fail_after(30):
+        return await client.call_tool(name, arguments)
+
+
+async def _names(client: Client) -> list[str]:
+    with trio.fail_after(30):
+        return [tool.name for tool in (await client.list_tools()).tools]
+
+
+async def test_a_host_lists_once_and_sees_every_hosts_tools_and_calls_reach_their_owners(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    stderr = tmp_path / "facade.log"
+    async with federated_host(cluster, stderr) as client:
+        names = await _names(client)  # once, right after initialize
+        for host in HOSTS:
+            assert f"mcp_{host}_echo" in names, names
+        assert names.count("mcp_common_env") == 1
+        for host in HOSTS:
+            result = await _call(client, f"mcp_{host}_echo", {"text": f"to {host}"})
+            assert not result.is_error and _text(result) == f"to {host}"
+        owner = await _call(client, "mcp_common_env", {"name": "HOST_TAG"})
+        assert _text(owner) == "alpha"  # the first endpoint given that has it
+        with pytest.raises(MCPError, match="no tool named 'mcp_nowhere_echo'"):
+            await _call(client, "mcp_nowhere_echo", {"text": "x"})
+    log = stderr.read_text()
+    beta = cluster.network.address("beta")
+    assert f"server 'common' is on {cluster.network.address('alpha')} and {beta}" in log, log
+    assert f"the one on {beta} is left out" in log
+
+
+async def test_a_host_cut_off_costs_only_its_own_tools_and_they_return_with_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    notes = Notes()
+    async with federated_host(cluster, tmp_path / "facade.log", notes) as client:
+        assert "mcp_beta_echo" in await _names(client)
+        heard = notes.tools_changed
+        cluster.network.cut("beta")
+        try:
+            await notes.wait_tools_changed(heard, LOSS_WAIT)
+            names = await _names(client)
+            assert not any(name.startswith("mcp_beta_") for name in names), names
+            assert "mcp_common_env" in names  # alpha's
+            lost = await _call(client, "mcp_beta_echo", {"text": "lost"})
+            assert lost.is_error and _text(lost).startswith("UNAVAILABLE"), _text(lost)
+            for host in ("alpha", "gamma"):
+                result = await _call(client, f"mcp_{host}_echo", {"text": "still here"})
+                assert _text(result) == "still here"
+            heard = notes.tools_changed
+        finally:
+            cluster.network.mend("beta")
+        await notes.wait_tools_changed(heard, LOSS_WAIT)
+        assert "mcp_beta_echo" in await _names(client)
+        back = await _call(client, "mcp_beta_echo", {"text": "back"})
+        assert not back.is_error and _text(back) == "back"
+
+
+def test_the_facade_refuses_to_start_a_supervisor_for_a_federation(cluster: Cluster, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}}))
+    endpoints = ",".join(cluster.endpoint(host) for host in HOSTS)
+    done = cluster.network.cli(AGENT, "mcp", "--endpoint", endpoints, "--config", str(config))
+    assert done.returncode == 2 and "--config starts one supervisor" in done.stderr, done.stderr
