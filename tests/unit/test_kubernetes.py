@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 import subprocess
 from pathlib import Path
@@ -18,9 +19,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from supervisor.cli.main import build_parser
 from supervisor.config.load import parse_config
-from supervisor.security.keys import ALLOWED, SERVER, ServerKeys, keygen
+from supervisor.security.keys import ALLOWED, SERVER, ClientKeys, ServerKeys, keygen
 from supervisor.shared.address import parse_address
+from supervisor.shared.federation import parse_federation
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "deploy" / "kubernetes"
@@ -49,6 +52,12 @@ def _one(kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def _named(kind: str, name: str) -> dict[str, Any]:
+    objects = _objects()
+    assert (kind, name) in objects, f"no {kind} {name}"
+    return objects[(kind, name)]
+
+
 def _container() -> dict[str, Any]:
     containers = _one("StatefulSet")["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
@@ -62,7 +71,7 @@ def _script() -> str:
 
 
 def _shards() -> dict[str, str]:
-    return _one("ConfigMap")["data"]  # type: ignore[no-any-return]
+    return _named("ConfigMap", "mcp-supervisor-shards")["data"]  # type: ignore[no-any-return]
 
 
 def _namespace() -> str:
@@ -95,7 +104,7 @@ def test_the_kustomization_lists_every_manifest_and_sets_the_namespace() -> None
 
 
 def test_the_statefulset_is_named_by_a_headless_service_and_a_disruption_budget() -> None:
-    sts, service, budget = _one("StatefulSet"), _one("Service"), _one("PodDisruptionBudget")
+    sts, service, budget = _one("StatefulSet"), _named("Service", "supervisors"), _one("PodDisruptionBudget")
     labels = sts["spec"]["template"]["metadata"]["labels"]
     assert sts["spec"]["serviceName"] == service["metadata"]["name"]
     assert service["spec"]["clusterIP"] == "None"
@@ -126,7 +135,7 @@ def test_one_shard_per_pod_each_parsed_by_the_config_loader_without_problems() -
     volumes = {volume["name"]: volume for volume in sts["spec"]["template"]["spec"]["volumes"]}
     config = next(key for key, volume in volumes.items() if "configMap" in volume)
     assert mounts[config] == "/config"
-    assert volumes[config]["configMap"]["name"] == _one("ConfigMap")["metadata"]["name"]
+    assert volumes[config]["configMap"]["name"] == "mcp-supervisor-shards"
     for filename, text in shards.items():
         parsed = parse_config(text.encode(), path=Path(filename), environ={})
         assert parsed.problems == [], filename
@@ -155,7 +164,7 @@ def test_ports_and_probes_match_each_shards_metrics_address_and_the_front_endpoi
     }
     assert all(probe["port"] in ("metrics", ports["metrics"]) for probe in probes.values())
     assert all("httpHeaders" not in probe for probe in probes.values())  # Host: the pod's IP, let in
-    service_ports = {port["name"]: port for port in _one("Service")["spec"]["ports"]}
+    service_ports = {port["name"]: port for port in _named("Service", "supervisors")["spec"]["ports"]}
     assert (
         service_ports["metrics"]["port"] == ports["metrics"] and service_ports["front"]["port"] == FRONT_PORT
     )
@@ -209,3 +218,86 @@ def test_the_docs_name_every_object_and_the_secrets_as_made() -> None:
     assert "--from-file=keys/server.key --from-file=keys/server.key_secret" in text
     assert f"--from-file=keys/{ALLOWED}/" in text
     assert "kubectl apply -k deploy/kubernetes" in text
+    for secret in ("mcp-facade-key", "mcp-facade-tokens"):
+        assert f"create secret generic {secret} " in text
+
+
+# ------------------------------------------------------------------ the facade
+
+
+def _facade() -> dict[str, Any]:
+    containers = _named("Deployment", "facade")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]  # type: ignore[no-any-return]
+
+
+def _facade_argv() -> list[str]:
+    command = _facade()["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and len(command) == 3
+    script = command[2]
+    return shlex.split(script[script.index("exec mcp-supervisor") :].replace("\\\n", " "))[2:]
+
+
+def test_the_facade_federates_one_endpoint_per_supervisor_pod() -> None:
+    """The federation file parses, and names supervisor-N of the headless Service for each replica
+    (and each shard), on the front port, in order."""
+    sts = _one("StatefulSet")
+    text = _named("ConfigMap", "mcp-facade-federation")["data"]["federation.json"]
+    members = parse_federation(text.encode(), "federation.json")
+    replicas = sts["spec"]["replicas"]
+    service = sts["spec"]["serviceName"]
+    wanted = [f"tcp://{sts['metadata']['name']}-{i}.{service}:{FRONT_PORT}" for i in range(replicas)]
+    assert [member.endpoint for member in members] == wanted
+    assert len(_shards()) == replicas
+
+
+def test_the_facades_command_parses_and_its_flags_match_the_pod() -> None:
+    args = build_parser().parse_args(_facade_argv())
+    assert args.command == "serve" and args.federation == "/federation/federation.json"
+    port = {p["name"]: p["containerPort"] for p in _facade()["ports"]}["http"]
+    assert args.http == f"0.0.0.0:{port}"
+    mounts = {m["name"]: m["mountPath"] for m in _facade()["volumeMounts"]}
+    assert args.federation.startswith(mounts["federation"] + "/")
+    assert args.token_file.startswith(mounts["tokens"] + "/")
+    service = _named("Service", "facade")
+    namespace = _namespace()
+    assert {f"facade.{namespace}.svc", "facade"} <= set(args.allow_host)
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_the_facade_has_replicas_behind_a_service_with_client_ip_affinity() -> None:
+    deployment, service = _named("Deployment", "facade"), _named("Service", "facade")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["replicas"] >= 2
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"].get("clusterIP") != "None" and service["spec"]["sessionAffinity"] == "ClientIP"
+    budget = _one("PodDisruptionBudget")["spec"]["selector"]["matchLabels"]
+    assert not budget.items() <= labels.items(), "the supervisors' budget must not count facade pods"
+    supervisors = _named("Service", "supervisors")["spec"]["selector"]
+    assert not supervisors.items() <= labels.items(), "the headless Service must not name facade pods"
+
+
+def test_the_facades_command_makes_a_client_key_directory_that_clients_accept(tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    keygen(made)
+    spec = _named("Deployment", "facade")["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume["secret"] for volume in spec["volumes"] if "secret" in volume}
+    for mount in _facade()["volumeMounts"]:
+        secret = volumes.get(mount["name"])
+        if secret is None or "items" not in secret:
+            continue
+        target = tmp_path / mount["mountPath"].lstrip("/")
+        target.mkdir(parents=True)
+        for item in secret["items"]:
+            (target / item["path"]).write_bytes((made / item["key"]).read_bytes())
+            (target / item["path"]).chmod(secret["defaultMode"])
+    script = (
+        _facade()["command"][2]
+        .replace("/secrets/", f"{tmp_path}/secrets/")
+        .replace("/run/", f"{tmp_path}/run/")
+    )
+    copy = script[: script.index("exec mcp-supervisor")]
+    subprocess.run(["/bin/sh", "-c", copy], check=True, timeout=30, env={"PATH": os.environ["PATH"]})
+    loaded = ClientKeys.load(tmp_path / "run" / "mcp-supervisor" / "keys")
+    assert loaded.server == ServerKeys.load(made).public and loaded.public == ClientKeys.load(made).public
