@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.facade import HOST_LIFETIME, REPO, Notes
-from tests.e2e.harness import stdio_test_server
+from tests.e2e.harness import poll, stdio_test_server
 from tests.e2e.hosts import AGENT, HOSTS, Cluster
 from tests.e2e.netns import Network, unavailable
 
@@ -131,3 +132,62 @@ def test_the_facade_refuses_to_start_a_supervisor_for_a_federation(cluster: Clus
     endpoints = ",".join(cluster.endpoint(host) for host in HOSTS)
     done = cluster.network.cli(AGENT, "mcp", "--endpoint", endpoints, "--config", str(config))
     assert done.returncode == 2 and "--config starts one supervisor" in done.stderr, done.stderr
+
+
+# A host on another machine than the HTTP facade: lists, then calls each host's echo and common's env.
+_HTTP_HOST = """
+import json, sys
+import trio
+from tests.e2e.facade import http_host, text_of
+
+async def main(url, token):
+    async with http_host(url, token) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        calls = {}
+        for name, arguments in json.loads(sys.argv[3]).items():
+            result = await client.call_tool(name, arguments)
+            calls[name] = text_of(result)
+        print(json.dumps({"names": names, "calls": calls}))
+
+trio.run(main, sys.argv[1], sys.argv[2])
+"""
+
+
+def test_the_http_facade_federates_from_a_file_as_the_kubernetes_deployment_does(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """``serve --http --federation FILE --token-file FILE`` on the agent's host (the flags of the
+    Deployment in deploy/kubernetes), reached by a host on gamma over the network."""
+    federation = tmp_path / "federation.json"
+    members = [{"endpoint": cluster.endpoint(host), "name": host} for host in HOSTS]
+    federation.write_text(json.dumps({"supervisors": members}))
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# agents\ns3cret-token\n")
+    address = cluster.network.address(AGENT)
+    serve = [sys.executable, "-m", "supervisor", "serve", "--http", f"{address}:8080"]
+    serve += ["--federation", str(federation), "--keys", str(cluster.keys), "--token-file", str(tokens)]
+    with (tmp_path / "facade.log").open("wb") as log:
+        facade = cluster.network.popen(AGENT, serve, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        poll("the facade to listen", lambda: "LISTENING" in (tmp_path / "facade.log").read_text(), 30)
+        calls = {f"mcp_{host}_echo": {"text": f"to {host}"} for host in HOSTS}
+        calls["mcp_common_env"] = {"name": "HOST_TAG"}
+        argv = [
+            sys.executable,
+            "-c",
+            _HTTP_HOST,
+            f"http://{address}:8080/mcp",
+            "s3cret-token",
+            json.dumps(calls),
+        ]
+        done = cluster.network.run("gamma", argv, timeout=120, cwd=REPO, env=dict(os.environ))
+        assert done.returncode == 0, (done.stderr, (tmp_path / "facade.log").read_text())
+        seen = json.loads(done.stdout)
+        assert all(f"mcp_{host}_echo" in seen["names"] for host in HOSTS)
+        assert seen["calls"] == {
+            **{f"mcp_{host}_echo": f"to {host}" for host in HOSTS},
+            "mcp_common_env": "alpha",
+        }
+    finally:
+        facade.terminate()
+        facade.wait(30)
