@@ -37,20 +37,38 @@ class Cluster:
         shutil.copy(self.keys / "server.key", self.stranger / "server.key")
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-        run = [sys.executable, "-m", "supervisor", "run", "--log-level", "debug"]
+        self._tmp = tmp
         for host in HOSTS:
-            config = tmp / f"{host}.json"
             servers = {host: stdio_test_server(), **(more or {}).get(host, {})}
-            config.write_text(json.dumps({"mcpServers": servers}))
-            self.logs[host] = tmp / f"{host}.log"
-            with self.logs[host].open("wb") as log:
-                self.processes[host] = network.popen(
-                    host,
-                    [*run, str(config), "--endpoint", self.endpoint(host), "--keys", str(self.keys)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env={**os.environ, "XDG_RUNTIME_DIR": str(tmp / host)},
-                )
+            (tmp / f"{host}.json").write_text(json.dumps({"mcpServers": servers}))
+            self.start(host)
+
+    def start(self, host: str) -> None:
+        """Start ``host``'s supervisor (again), its output appended to its log."""
+        self.logs[host] = self._tmp / f"{host}.log"
+        run = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "run",
+            str(self._tmp / f"{host}.json"),
+            "--log-level",
+            "debug",
+        ]
+        with self.logs[host].open("ab") as log:
+            self.processes[host] = self.network.popen(
+                host,
+                [*run, "--endpoint", self.endpoint(host), "--keys", str(self.keys)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "XDG_RUNTIME_DIR": str(self._tmp / host)},
+            )
+
+    def kill(self, host: str) -> None:
+        """SIGKILL ``host``'s supervisor (its workers and servers follow it, as they do its death)."""
+        process = self.processes[host]
+        process.kill()
+        process.wait(STOP_TIMEOUT)
 
     def wait_ready(self) -> None:
         """Until every host's supervisor has its servers ready (asked from the agent's host)."""

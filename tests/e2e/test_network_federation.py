@@ -126,6 +126,30 @@ async def test_a_host_cut_off_costs_only_its_own_tools_and_they_return_with_it(
         assert not back.is_error and _text(back) == "back"
 
 
+async def test_a_host_whose_supervisor_is_killed_costs_only_its_tools_until_it_runs_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    notes = Notes()
+    async with federated_host(cluster, tmp_path / "facade.log", notes) as client:
+        assert "mcp_gamma_echo" in await _names(client)
+        heard = notes.tools_changed
+        cluster.kill("gamma")
+        try:
+            await notes.wait_tools_changed(heard, LOSS_WAIT)
+            names = await _names(client)
+            assert "mcp_alpha_echo" in names and not any(name.startswith("mcp_gamma_") for name in names)
+            lost = await _call(client, "mcp_gamma_echo", {"text": "lost"})
+            assert lost.is_error and _text(lost).startswith("UNAVAILABLE"), _text(lost)
+            assert _text(await _call(client, "mcp_alpha_echo", {"text": "still here"})) == "still here"
+            heard = notes.tools_changed
+        finally:
+            cluster.start("gamma")
+        await notes.wait_tools_changed(heard, LOSS_WAIT)
+        with trio.fail_after(LOSS_WAIT):  # its server may still be starting: the call waits for it
+            back = await client.call_tool("mcp_gamma_echo", {"text": "back"})
+        assert not back.is_error and _text(back) == "back"
+
+
 def test_the_facade_refuses_to_start_a_supervisor_for_a_federation(cluster: Cluster, tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {}}))
