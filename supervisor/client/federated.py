@@ -10,7 +10,7 @@ every member at once (a thread each) and waits for them all: a member that does 
 otherwise) contributes nothing and is reported as a ``Failure`` naming it, its endpoint and why; the
 others' answers stand. Server names are unique across the federation: a server listed by several
 members belongs to the first of them in the members' order, the others' copies are left out and
-each clash is reported in words (``clashes``).
+each clash is reported (``clashes``, each a ``Clash`` that says it in words).
 
 A request about one server or tool goes to the member that owns it. Owners are learnt from the merged
 tool list (tools) and from the merged status (servers), kept, and learnt again once when a name is
@@ -53,7 +53,7 @@ from supervisor.protocol import (
 from supervisor.security.keys import Keys
 from supervisor.shared.federation import Member, Merged, Owned, merge
 
-__all__ = ["Failure", "FederatedClient", "Listing", "Outcome", "Row", "Status"]
+__all__ = ["Clash", "Failure", "FederatedClient", "Listing", "Outcome", "Row", "Status"]
 
 _R = TypeVar("_R")
 _T = TypeVar("_T", bound=Owned)
@@ -88,12 +88,12 @@ class Outcome(Generic[_R]):
 
 @dataclass(slots=True)
 class Listing(Generic[_T]):
-    """The members' entries as one (each server's from its owner), who owns each server, the clashes
-    in words, and the members not heard from."""
+    """The members' entries as one (each server's from its owner), who owns each server, the clashes,
+    and the members not heard from."""
 
     entries: list[_T] = field(default_factory=list)
     owners: dict[str, Member] = field(default_factory=dict)
-    clashes: list[str] = field(default_factory=list)
+    clashes: list[Clash] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
 
 
@@ -108,20 +108,28 @@ class Row:
 @dataclass(slots=True)
 class Status:
     """Every reachable member's rows (clashing servers' too: each row names its member), who owns each
-    server, the clashes in words, and the members not heard from."""
+    server, the clashes, and the members not heard from."""
 
     rows: list[Row] = field(default_factory=list)
     owners: dict[str, Member] = field(default_factory=dict)
-    clashes: list[str] = field(default_factory=list)
+    clashes: list[Clash] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
 
 
-def clash_warning(server: str, owner: Member, left_out: Member) -> str:
-    """A clash in words: the server, the member that keeps it and the member whose copy is left out."""
-    return (
-        f"server {server!r} is on {owner.name} ({owner.endpoint}) and on {left_out.name} "
-        f"({left_out.endpoint}): {owner.name}'s is used, {left_out.name}'s is left out"
-    )
+@dataclass(frozen=True, slots=True)
+class Clash:
+    """A server several members list: the member that keeps it, and one whose copy is left out."""
+
+    server: str
+    owner: Member
+    left_out: Member
+
+    def __str__(self) -> str:
+        owner, left = self.owner, self.left_out
+        return (
+            f"server {self.server!r} is on {owner.name} ({owner.endpoint}) and on {left.name} "
+            f"({left.endpoint}): {owner.name}'s is used, {left.name}'s is left out"
+        )
 
 
 class FederatedClient:
@@ -205,7 +213,7 @@ class FederatedClient:
         return Listing(
             merged.entries,
             {server: self.members[index] for server, index in merged.owners.items()},
-            [clash_warning(s, self.members[o], self.members[x]) for s, o, x in merged.clashes],
+            [Clash(s, self.members[o], self.members[x]) for s, o, x in merged.clashes],
             [outcome.failure for outcome in outcomes if outcome.failure is not None],
         )
 

@@ -89,7 +89,9 @@ def test_tools_merge_with_the_first_member_owning_a_clashing_server() -> None:
         listing = fed.list_tools()
     assert [t.name for t in listing.entries] == ["mcp_files_read", "mcp_time_now", "mcp_gpu_run"]
     assert listing.owners == {"files": A, "time": A, "gpu": B}
-    [warning] = listing.clashes
+    [clash] = listing.clashes
+    assert (clash.server, clash.owner, clash.left_out) == ("time", A, B)
+    warning = str(clash)
     assert "'time'" in warning and "a's is used" in warning and "b's is left out" in warning
     assert B.endpoint in warning and not listing.failures
     assert a.closed and b.closed
