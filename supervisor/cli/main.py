@@ -30,7 +30,6 @@ from supervisor.cli.arguments import add_client_parsers
 from supervisor.cli.exit_codes import CliError, ExitCode, exit_code_for, exit_codes_help
 from supervisor.cli.facade_commands import add_facade_parsers
 from supervisor.cli.output import print_failure
-from supervisor.shared.federation import FederationError, members, split_endpoints
 from supervisor.shared.paths import DEFAULT_KEY_DIR, ENDPOINT_ENV, KEYS_ENV, resolve_endpoint
 
 __all__ = ["build_parser", "main"]
@@ -229,6 +228,8 @@ def _federate(args: argparse.Namespace) -> None:
     endpoint of a single member (None when there are several)."""
     if not hasattr(args, "federation"):  # keygen: no endpoint
         return
+    from supervisor.shared.federation import FederationError, members, split_endpoints  # loads msgspec
+
     if args.command == "run":
         given = split_endpoints(args.endpoint or [])
         if args.federation is not None or len(given) > 1:
