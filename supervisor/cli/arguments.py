@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     _Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
-__all__ = ["FOLLOW_INTERVAL", "Command", "add_client_parsers", "later"]
+__all__ = ["FOLLOW_INTERVAL", "Command", "add_client_parsers", "later", "several"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -46,6 +46,11 @@ def later(module: str, name: str) -> Command:
 
     run.__name__ = run.__qualname__ = name
     return run
+
+
+def several(args: argparse.Namespace) -> bool:
+    """Whether the command talks to several supervisors (``args.members``, set by ``main``)."""
+    return len(getattr(args, "members", ())) > 1
 
 
 def add_client_parsers(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
@@ -102,7 +107,9 @@ def _wait(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def _tools(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
-    tools = sub.add_parser("tools", parents=[common], help="list every tool in the registry")
+    tools = sub.add_parser(
+        "tools", parents=[common], help="list every tool in the registry (of every supervisor given, merged)"
+    )
     tools.add_argument("--json", action="store_true", help="a JSON array instead of a table")
     tools.set_defaults(func=later(_REGISTRY, "cmd_tools"))
 
@@ -127,7 +134,9 @@ def _call(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def _status(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
-    status = sub.add_parser("status", parents=[common], help="one row per server")
+    status = sub.add_parser(
+        "status", parents=[common], help="one row per server (of every supervisor given: a HOST column)"
+    )
     status.add_argument("--json", action="store_true", help="a JSON array instead of a table")
     status.set_defaults(func=later(_WATCH, "cmd_status"))
 
@@ -241,7 +250,7 @@ def _reload(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     reload = sub.add_parser(
         "reload",
         parents=[common],
-        help="re-read the config file and apply what changed (as SIGHUP does)",
+        help="re-read the config file and apply what changed (as SIGHUP does; every supervisor given)",
         description="Re-read the config file the supervisor was started with: added servers start, "
         "removed ones stop, changed ones restart with their new config, the others are not touched. "
         "A file with any problem is rejected as a whole (exit code 2) and nothing changes.",

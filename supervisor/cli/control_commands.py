@@ -22,6 +22,7 @@ from typing import Final
 
 import msgspec
 
+from supervisor.cli.arguments import several
 from supervisor.cli.exit_codes import CliError, ExitCode
 from supervisor.cli.output import print_json
 from supervisor.client.blocking import SupervisorClient
@@ -29,7 +30,7 @@ from supervisor.client.errors import BadRequestError, SupervisorUnreachableError
 from supervisor.protocol import MAX_GRACE
 from supervisor.shared.paths import ipc_path
 
-__all__ = ["cmd_operate", "cmd_reload", "cmd_shutdown"]
+__all__ = ["SHUTDOWN_WAIT", "STILL_ANSWERS", "cmd_operate", "cmd_reload", "cmd_shutdown", "gone"]
 
 GONE_POLL_TIMEOUT: Final = 0.5  # seconds a ping of `shutdown` waits before the supervisor counts as gone
 GONE_POLL_INTERVAL: Final = 0.2  # seconds between those pings
@@ -38,6 +39,10 @@ SHUTDOWN_WAIT: Final = 60.0  # seconds `shutdown` waits for the supervisor to go
 
 def cmd_operate(args: argparse.Namespace) -> int:
     """restart / stop / start SERVER; ``--json``: the server's state once the supervisor has acted."""
+    if several(args):
+        from supervisor.cli.federated_commands import cmd_operate as federated
+
+        return federated(args)
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         getattr(sup, args.command)(args.server)
         if not args.json:
@@ -49,6 +54,10 @@ def cmd_operate(args: argparse.Namespace) -> int:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
+    if several(args):
+        from supervisor.cli.federated_commands import cmd_reload as federated
+
+        return federated(args)
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         try:
             summary = sup.reload()
@@ -67,11 +76,15 @@ def cmd_shutdown(args: argparse.Namespace) -> int:
     """Ask the supervisor to stop as SIGTERM does; with ``--wait``, return once it no longer answers."""
     if args.grace is not None and not 0 <= args.grace <= MAX_GRACE:  # NaN too
         raise CliError(f"--grace must be 0 to {MAX_GRACE:g} seconds, not {args.grace:g}", ExitCode.USAGE)
+    if several(args):
+        from supervisor.cli.federated_commands import cmd_shutdown as federated
+
+        return federated(args)
     wait = args.timeout if args.timeout is not None else SHUTDOWN_WAIT + (args.grace or 0.0)
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         sup.shutdown(grace=args.grace)
-    if args.wait:
-        _wait_gone(args, wait)
+    if args.wait and not gone(sup.endpoint, args.keys, time.monotonic() + wait):
+        raise CliError(STILL_ANSWERS.format(wait), ExitCode.TIMEOUT)
     state = "stopped" if args.wait else "stopping"
     if args.json:
         print_json({"action": "shutdown", "endpoint": sup.endpoint, "state": state})
@@ -80,17 +93,18 @@ def cmd_shutdown(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_gone(args: argparse.Namespace, timeout: float) -> None:
-    """Return once no supervisor answers at the endpoint; TIMEOUT after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    with SupervisorClient(args.endpoint, request_timeout=GONE_POLL_TIMEOUT, keys=args.keys) as sup:
+STILL_ANSWERS: Final = "the supervisor still answers after {:g} s (draining or stopping)"
+
+
+def gone(endpoint: str, keys: str | None, deadline: float) -> bool:
+    """Whether no supervisor answers at ``endpoint`` (and its ipc socket file is gone) by ``deadline``."""
+    with SupervisorClient(endpoint, request_timeout=GONE_POLL_TIMEOUT, keys=keys) as sup:
         socket_file = ipc_path(sup.endpoint)
         while time.monotonic() < deadline:
             try:
                 sup.ping()
             except SupervisorUnreachableError:
                 if socket_file is None or not socket_file.exists():
-                    return
+                    return True
             time.sleep(GONE_POLL_INTERVAL)
-    message = f"the supervisor still answers after {timeout:g} s (draining or stopping)"
-    raise CliError(message, ExitCode.TIMEOUT)
+    return False

@@ -30,7 +30,6 @@ from supervisor.cli.arguments import add_client_parsers
 from supervisor.cli.exit_codes import CliError, ExitCode, exit_code_for, exit_codes_help
 from supervisor.cli.facade_commands import add_facade_parsers
 from supervisor.cli.output import print_failure
-from supervisor.shared.federation import FederationError, members, split_endpoints
 from supervisor.shared.paths import DEFAULT_KEY_DIR, ENDPOINT_ENV, KEYS_ENV, resolve_endpoint
 
 __all__ = ["build_parser", "main"]
@@ -89,7 +88,16 @@ def _epilog() -> str:
         "object per line for 'events' and 'logs -f'); a failure is "
         '{"error": {"code": ..., "message": ...}} there, with the exit code below.'
     )
-    return f"{textwrap.fill(start, 100)}\n\n{textwrap.fill(json_note, 100)}\n\n{exit_codes_help()}"
+    federating = (
+        f"Several supervisors (--endpoint repeated or a comma list, --federation FILE, or a comma list in "
+        f"${ENDPOINT_ENV}) are one registry for {', '.join(sorted(FEDERATING))}: a server several of them "
+        "have is the first one's (a warning names the clash); call, restart, stop, start and logs go to "
+        "the supervisor whose server it is; tools, status, wait, reload and shutdown ask every one and "
+        "name each one's rows (HOST). One that does not answer is named on stderr, the others' answers "
+        "are still printed, and the exit code is 3. The other commands talk to one supervisor."
+    )
+    notes = (start, federating, json_note)
+    return "\n\n".join(textwrap.fill(note, 100) for note in notes) + f"\n\n{exit_codes_help()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint",
         action="append",
         help=f"the supervisor's ZeroMQ endpoint (default: ${ENDPOINT_ENV}, else {resolve_endpoint(None)}); "
-        "every command but run federates several: repeat it, or give a comma list (as the variable may)",
+        f"{', '.join(sorted(FEDERATING))} federate several supervisors: repeat it, or give a comma list "
+        "(as the variable may)",
     )
     common.add_argument(
         "--federation",
@@ -194,7 +203,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
-FEDERATING: Final = frozenset({"mcp", "serve"})  # the commands that federate several supervisors
+# the commands that federate several supervisors (the others talk to one)
+FEDERATING: Final = frozenset(
+    {
+        "mcp",
+        "serve",
+        "tools",
+        "call",
+        "status",
+        "wait",
+        "restart",
+        "stop",
+        "start",
+        "logs",
+        "reload",
+        "shutdown",
+    }
+)
 
 
 def _federate(args: argparse.Namespace) -> None:
@@ -203,6 +228,8 @@ def _federate(args: argparse.Namespace) -> None:
     endpoint of a single member (None when there are several)."""
     if not hasattr(args, "federation"):  # keygen: no endpoint
         return
+    from supervisor.shared.federation import FederationError, members, split_endpoints  # loads msgspec
+
     if args.command == "run":
         given = split_endpoints(args.endpoint or [])
         if args.federation is not None or len(given) > 1:

@@ -19,9 +19,11 @@ from typing import Any
 
 import msgspec
 
+from supervisor.cli.arguments import several
 from supervisor.cli.exit_codes import CliError, ExitCode
 from supervisor.cli.output import print_failure, print_json, print_table, printable_lines
 from supervisor.client.blocking import SupervisorClient
+from supervisor.client.federated import FederatedClient
 from supervisor.shared.terminal import printable
 
 __all__ = [
@@ -36,6 +38,10 @@ __all__ = [
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
+    if several(args):
+        from supervisor.cli.federated_commands import cmd_tools as federated
+
+        return federated(args)
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         tools = sup.list_tools()
     if args.json:
@@ -56,7 +62,11 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise CliError(f"ARGS_JSON must be a JSON object, not {type(arguments).__name__}", ExitCode.USAGE)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     try:
-        client = SupervisorClient(args.endpoint, keys=args.keys, identity=args.identity)
+        client: SupervisorClient | FederatedClient = (
+            FederatedClient(args.members, keys=args.keys, identity=args.identity)
+            if several(args)  # the call goes to the supervisor whose server has the tool
+            else SupervisorClient(args.endpoint, keys=args.keys, identity=args.identity)
+        )
     except ValueError as exc:
         raise CliError(f"--identity: {exc}", ExitCode.USAGE) from exc
     with client as sup:

@@ -24,21 +24,38 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
 import msgspec
 
-from supervisor.cli.arguments import FOLLOW_INTERVAL
+from supervisor.cli.arguments import FOLLOW_INTERVAL, several
 from supervisor.cli.exit_codes import CliError, ExitCode
 from supervisor.cli.output import print_json, print_json_line, print_table
 from supervisor.client.blocking import SupervisorClient
 from supervisor.client.errors import SupervisorAuthenticationError, SupervisorUnreachableError
 from supervisor.client.watch import PublicEvent, message_data
-from supervisor.protocol import LOG_LIMIT, LogLine, ResourceUpdated, ServerMessage, StateChanged
+from supervisor.protocol import (
+    LOG_LIMIT,
+    FrontStats,
+    LogLine,
+    ResourceUpdated,
+    ServerMessage,
+    ServerStatus,
+    StateChanged,
+)
 from supervisor.shared.terminal import printable
 
-__all__ = ["cmd_events", "cmd_logs", "cmd_status", "cmd_wait", "format_line"]
+__all__ = [
+    "cmd_events",
+    "cmd_logs",
+    "cmd_status",
+    "cmd_wait",
+    "format_line",
+    "front_line",
+    "status_table",
+]
 
 WAIT_POLL_INTERVAL: Final = 0.2  # seconds between status polls in `wait`
 
@@ -46,6 +63,10 @@ WAIT_POLL_INTERVAL: Final = 0.2  # seconds between status polls in `wait`
 def cmd_wait(args: argparse.Namespace) -> int:
     """Until every enabled server is ready: TIMEOUT when time runs out, UNREACHABLE when no supervisor
     ever answered, FAILED (``UNAVAILABLE``) as soon as one is ``failed`` or ``needs-login``."""
+    if several(args):
+        from supervisor.cli.federated_commands import cmd_wait as federated
+
+        return federated(args)
     deadline = time.monotonic() + args.timeout
     waiting: list[str] = ["the supervisor"]
     answered = False
@@ -82,6 +103,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if several(args):
+        from supervisor.cli.federated_commands import cmd_status as federated
+
+        return federated(args)
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
         rows = sup.status()
         events = sup.events_endpoint()
@@ -89,43 +114,60 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json([msgspec.to_builtins(row) for row in rows])
     else:
-        tokens = any(r.token_expires_at is not None for r in rows)  # a TOKEN column for OAuth servers
-        pools = any(r.workers for r in rows)  # replicas and sessions: a row each, and their load
-        table: list[tuple[str, ...]] = []
-        for r in rows:
-            busy = sum(w.in_flight for w in r.workers)
-            table.append(
-                (r.server, r.state, _dash(r.worker_pid), _dash(r.server_pid), str(r.restarts), str(r.tools))
-                + (_seconds(r.next_restart_in),)
-                + (_token_left(r.token_expires_at),) * tokens
-                + (str(busy) if r.workers else "-", "-") * pools
-                + ((r.last_error or "-")[:80],)
-            )
-            for w in r.workers:
-                table.append(
-                    (f"  {w.name}", w.state, _dash(w.worker_pid), _dash(w.server_pid), str(w.restarts), "-")
-                    + (_seconds(w.next_restart_in),)
-                    + ("-",) * tokens
-                    + (str(w.in_flight), _seconds(w.idle))
-                    + ((w.last_error or "-")[:80],)
-                )
-        print_table(
-            ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "RETRY_IN")
-            + ("TOKEN",) * tokens
-            + ("IN_FLIGHT", "IDLE") * pools
-            + ("LAST_ERROR",),
-            table,
-        )
+        print_table(*status_table(rows))
         for r in rows:
             if r.sandbox is not None:
                 print(f"{r.server}: {r.sandbox}")
         print(f"events: {events}")
-        print(
-            f"front:  {front.in_flight} requests in flight from {front.clients} clients; since the start "
-            f"{front.overloaded} refused (OVERLOADED), {front.malformed} malformed, "
-            f"{front.dropped_replies} replies dropped with {front.dropped_calls} requests (unread)"
-        )
+        print(f"front:  {front_line(front)}")
     return 0
+
+
+def status_table(
+    rows: Sequence[ServerStatus], hosts: Sequence[str] | None = None
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The header and rows of ``status``'s table; with ``hosts`` (each row's), a HOST column first."""
+    tokens = any(r.token_expires_at is not None for r in rows)  # a TOKEN column for OAuth servers
+    pools = any(r.workers for r in rows)  # replicas and sessions: a row each, and their load
+    host: tuple[str, ...] = ()
+    table: list[tuple[str, ...]] = []
+    for index, r in enumerate(rows):
+        busy = sum(w.in_flight for w in r.workers)
+        host = () if hosts is None else (hosts[index],)
+        table.append(
+            host
+            + (r.server, r.state, _dash(r.worker_pid), _dash(r.server_pid), str(r.restarts), str(r.tools))
+            + (_seconds(r.next_restart_in),)
+            + (_token_left(r.token_expires_at),) * tokens
+            + (str(busy) if r.workers else "-", "-") * pools
+            + ((r.last_error or "-")[:80],)
+        )
+        for w in r.workers:
+            table.append(
+                ("",) * len(host)
+                + (f"  {w.name}", w.state, _dash(w.worker_pid), _dash(w.server_pid), str(w.restarts), "-")
+                + (_seconds(w.next_restart_in),)
+                + ("-",) * tokens
+                + (str(w.in_flight), _seconds(w.idle))
+                + ((w.last_error or "-")[:80],)
+            )
+    header = (
+        ("HOST",) * (hosts is not None)
+        + ("SERVER", "STATE", "PID", "SERVER_PID", "RESTARTS", "TOOLS", "RETRY_IN")
+        + ("TOKEN",) * tokens
+        + ("IN_FLIGHT", "IDLE") * pools
+        + ("LAST_ERROR",)
+    )
+    return header, table
+
+
+def front_line(front: FrontStats) -> str:
+    """The front door's figures in words, for ``status``."""
+    return (
+        f"{front.in_flight} requests in flight from {front.clients} clients; since the start "
+        f"{front.overloaded} refused (OVERLOADED), {front.malformed} malformed, "
+        f"{front.dropped_replies} replies dropped with {front.dropped_calls} requests (unread)"
+    )
 
 
 def _dash(value: object) -> str:
@@ -211,18 +253,27 @@ def cmd_logs(args: argparse.Namespace) -> int:
         raise CliError(f"-n must be 0 or more lines, not {args.lines}", ExitCode.USAGE)
     if args.count is not None and (not args.follow or args.count < 1):
         raise CliError("--count N (N >= 1) is for -f: stop after N new lines", ExitCode.USAGE)
+    if several(args):  # the server's owner's log
+        from supervisor.client.federated import FederatedClient
+
+        with FederatedClient(args.members, keys=args.keys) as fed:
+            return _print_logs(fed.client(fed.server_owner(args.server)), args)
     with SupervisorClient(args.endpoint, keys=args.keys) as sup:
-        log = sup.logs(args.server, limit=min(args.lines, LOG_LIMIT))
-        if not args.follow:
-            if args.json:
-                print_json(msgspec.to_builtins(log))
-            else:
-                for line in log.lines:
-                    print(format_line(line))
-            return 0
-        for line in log.lines:
-            _show(line, args.json)
-        _follow(sup, args, log.last)
+        return _print_logs(sup, args)
+
+
+def _print_logs(sup: SupervisorClient, args: argparse.Namespace) -> int:
+    log = sup.logs(args.server, limit=min(args.lines, LOG_LIMIT))
+    if not args.follow:
+        if args.json:
+            print_json(msgspec.to_builtins(log))
+        else:
+            for line in log.lines:
+                print(format_line(line))
+        return 0
+    for line in log.lines:
+        _show(line, args.json)
+    _follow(sup, args, log.last)
     return 0
 
 
