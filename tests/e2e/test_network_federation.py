@@ -24,6 +24,7 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from supervisor.cli.exit_codes import ExitCode
 from tests.e2e.facade import HOST_LIFETIME, REPO, Notes
 from tests.e2e.harness import poll, stdio_test_server
 from tests.e2e.hosts import AGENT, HOSTS, Cluster
@@ -150,6 +151,39 @@ async def test_a_host_whose_supervisor_is_killed_costs_only_its_tools_until_it_r
         assert not back.is_error and _text(back) == "back"
 
 
+def test_the_cli_on_the_agents_host_shows_every_hosts_servers_and_names_a_lost_host(cluster: Cluster) -> None:
+    """``status`` over the three supervisors (a comma list): each host's servers with the host they run
+    on, the clash named; with beta's cable pulled, beta named as unreachable (exit 3) and the others listed;
+    ``call`` reaches beta's server again once it is back."""
+    every = ["--endpoint", ",".join(cluster.endpoint(host) for host in HOSTS), "--keys", str(cluster.keys)]
+    status = cluster.network.cli(AGENT, "status", "--json", *every, timeout=90)
+    assert status.returncode == 0, status.stderr
+    document = json.loads(status.stdout)
+    rows = {(row["server"], row["host"]) for row in document["servers"]}
+    address = cluster.network.address
+    # every host's servers as they run there: the copy of common left out of the registry is beta's
+    assert rows == {(host, address(host)) for host in HOSTS} | {
+        ("common", address(h)) for h in ("alpha", "beta")
+    }
+    clash = {"server": "common", "host": address("alpha"), "left_out": address("beta")}
+    assert document["clashes"] == [clash]
+    text = cluster.network.cli(AGENT, "status", *every, timeout=90)
+    assert text.returncode == 0 and "HOST" in text.stdout and address("gamma") in text.stdout
+    cluster.network.cut("beta")
+    try:
+        lost = cluster.network.cli(AGENT, "status", "--json", *every, timeout=90)
+        assert lost.returncode == ExitCode.UNREACHABLE, lost.stderr
+        document = json.loads(lost.stdout)
+        assert {row["server"] for row in document["servers"]} == {"alpha", "common", "gamma"}
+        assert {row["host"] for row in document["servers"]} == {address("alpha"), address("gamma")}
+        assert [failure["host"] for failure in document["unreachable"]] == [address("beta")]
+    finally:
+        cluster.network.mend("beta")
+    call = ["call", "mcp_beta_echo", json.dumps({"text": "back"})]
+    back = cluster.network.cli(AGENT, *call, *every, timeout=90)
+    assert back.returncode == 0 and back.stdout.strip() == "back", back.stderr
+
+
 def test_the_facade_refuses_to_start_a_supervisor_for_a_federation(cluster: Cluster, tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {}}))
@@ -162,6 +196,7 @@ def test_the_facade_refuses_to_start_a_supervisor_for_a_federation(cluster: Clus
 _HTTP_HOST = """
 import json, sys
 import trio
+from supervisor.cli.exit_codes import ExitCode
 from tests.e2e.facade import http_host, text_of
 
 async def main(url, token):
