@@ -242,7 +242,9 @@ class Upstream:
                 finally:
                     self._client = None
                     self._end_calls()
-            log.warning("lost the supervisor: %s; dialling again", self.why)
+            log.warning(
+                "lost the supervisor at %s: %s; dialling again", self.endpoint or resolve_endpoint(), self.why
+            )
             if self._on_lost is not None:
                 await self._on_lost()
 
