@@ -36,7 +36,18 @@ from supervisor.client.federated import Clash, Failure, FederatedClient
 from supervisor.shared.federation import Member, merge
 from supervisor.shared.terminal import printable
 
-__all__ = ["cmd_operate", "cmd_reload", "cmd_shutdown", "cmd_status", "cmd_tools", "cmd_wait", "federation"]
+__all__ = [
+    "clash_json",
+    "cmd_operate",
+    "cmd_reload",
+    "cmd_shutdown",
+    "cmd_status",
+    "cmd_tools",
+    "cmd_wait",
+    "failure_json",
+    "federation",
+    "report",
+]
 
 WAIT_REQUEST_TIMEOUT: Final = 1.0  # seconds `wait` gives each member's status
 
@@ -50,7 +61,7 @@ def _warn(message: str) -> None:
     print(printable(f"mcp-supervisor: {message}"), file=sys.stderr, flush=True)
 
 
-def _report(failures: Sequence[Failure], clashes: Sequence[Clash] = ()) -> int:
+def report(failures: Sequence[Failure], clashes: Sequence[Clash] = ()) -> int:
     """Each clash and failure on stderr; the exit code of the first failure (0 without)."""
     for clash in clashes:
         _warn(f"warning: {clash}")
@@ -65,14 +76,14 @@ def _member(member: Member) -> dict[str, str]:
     return {"host": member.name, "endpoint": member.endpoint}
 
 
-def _failure(failure: Failure) -> dict[str, Any]:
+def failure_json(failure: Failure) -> dict[str, Any]:
     return {
         **_member(failure.member),
         "error": {"code": failure.error.code, "message": failure.error.message},
     }
 
 
-def _clash(clash: Clash) -> dict[str, str]:
+def clash_json(clash: Clash) -> dict[str, str]:
     return {"server": clash.server, "host": clash.owner.name, "left_out": clash.left_out.name}
 
 
@@ -84,7 +95,10 @@ def cmd_tools(args: argparse.Namespace) -> int:
         fields = ("name", "server", "original_name", "description", "input_schema")
         pairs = zip(listing.entries, hosts, strict=True)
         tools = [{f: getattr(t, f) for f in fields} | {"host": host} for t, host in pairs]
-        clashes, unreachable = [_clash(c) for c in listing.clashes], [_failure(f) for f in listing.failures]
+        clashes, unreachable = (
+            [clash_json(c) for c in listing.clashes],
+            [failure_json(f) for f in listing.failures],
+        )
         print_json({"tools": tools, "clashes": clashes, "unreachable": unreachable})
     else:
         rows = [
@@ -92,7 +106,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
             for t, host in zip(listing.entries, hosts, strict=True)
         ]
         print_table(("TOOL", "SERVER", "HOST", "DESCRIPTION"), rows)
-    return _report(listing.failures, listing.clashes)
+    return report(listing.failures, listing.clashes)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -106,8 +120,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = [(member, row) for member, status, _, _ in answered for row in status]
     if args.json:
         servers = [{"host": member.name} | msgspec.to_builtins(row) for member, row in rows]
-        document = {"servers": servers, "clashes": [_clash(c) for c in clashes]}
-        print_json(document | {"unreachable": [_failure(f) for f in failures]})
+        document = {"servers": servers, "clashes": [clash_json(c) for c in clashes]}
+        print_json(document | {"unreachable": [failure_json(f) for f in failures]})
     else:
         print_table(*status_table([row for _, row in rows], [member.name for member, _ in rows]))
         for member, row in rows:
@@ -116,7 +130,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         for member, _, events, front in answered:
             print(f"{member.name}: events: {events}")
             print(f"{member.name}: front:  {front_line(front)}")
-    return _report(failures, clashes)
+    return report(failures, clashes)
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
@@ -182,7 +196,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
     if args.json:
         print_json(
             [_member(o.member) | msgspec.to_builtins(o.value) for o in outcomes if o.value is not None]
-            + [_failure(failure) for failure in failures]
+            + [failure_json(failure) for failure in failures]
         )
     else:
         for outcome in outcomes:
@@ -191,7 +205,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
             print(f"{outcome.member.name}: reloaded {outcome.value.config}")
             for label in ("added", "removed", "changed", "unchanged", "settings"):
                 print(f"  {label + ':':<11}{', '.join(getattr(outcome.value, label)) or '-'}")
-    return _report(failures)
+    return report(failures)
 
 
 def cmd_shutdown(args: argparse.Namespace) -> int:
@@ -207,7 +221,7 @@ def cmd_shutdown(args: argparse.Namespace) -> int:
     for outcome in outcomes:
         member = outcome.member
         if outcome.failure is not None:
-            results.append({"action": "shutdown"} | _failure(outcome.failure))
+            results.append({"action": "shutdown"} | failure_json(outcome.failure))
             continue
         state = "stopping" if not args.wait or member in lingering else "stopped"
         results.append({"action": "shutdown", **_member(member), "state": state})
@@ -216,7 +230,7 @@ def cmd_shutdown(args: argparse.Namespace) -> int:
             print(f"shutdown: the supervisor {member.name} at {member.endpoint} {done}")
     if args.json:
         print_json(results)
-    code = _report(failures)
+    code = report(failures)
     for member in lingering:
         _warn(f"{member.name} ({member.endpoint}): {STILL_ANSWERS.format(wait)}")
     return code or (ExitCode.TIMEOUT if lingering else ExitCode.OK)

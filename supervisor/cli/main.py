@@ -91,8 +91,9 @@ def _epilog() -> str:
     federating = (
         f"Several supervisors (--endpoint repeated or a comma list, --federation FILE, or a comma list in "
         f"${ENDPOINT_ENV}) are one registry for {', '.join(sorted(FEDERATING))}: a server several of them "
-        "have is the first one's (a warning names the clash); call, restart, stop, start and logs go to "
-        "the supervisor whose server it is; tools, status, wait, reload and shutdown ask every one and "
+        "have is the first one's (a warning names the clash); call, read, prompt, restart, stop, start and "
+        "logs go to the supervisor whose server it is; tools, resources, resource-templates, prompts, "
+        "status, wait, reload and shutdown ask every one and "
         "name each one's rows (HOST). One that does not answer is named on stderr, the others' answers "
         "are still printed, and the exit code is 3. The other commands talk to one supervisor."
     )
@@ -209,6 +210,11 @@ FEDERATING: Final = frozenset(
         "mcp",
         "serve",
         "tools",
+        "resources",
+        "resource-templates",
+        "read",
+        "prompts",
+        "prompt",
         "call",
         "status",
         "wait",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -102,32 +103,61 @@ def _print_progress(progress: float, total: float | None, message: str | None) -
     print(printable(f"{line}: {message}" if message else line), file=sys.stderr, flush=True)
 
 
+def _listed(
+    args: argparse.Namespace, key: str, ask: Callable[[Any], Any]
+) -> tuple[list[Any], int, Callable[[list[Any]], None]]:
+    """What ``ask`` lists, of one supervisor, or of several merged (each clash and each member that did
+    not answer named on stderr); the exit code; and what prints the JSON (a list of one supervisor's,
+    ``{KEY, "clashes", "unreachable"}`` of several)."""
+    if not several(args):
+        with SupervisorClient(args.endpoint, keys=args.keys) as sup:
+            return list(ask(sup)), ExitCode.OK, lambda entries: print_json(entries)
+    from supervisor.cli.federated_commands import clash_json, failure_json, federation, report
+
+    with federation(args) as fed:
+        listing = ask(fed)
+    extra = {
+        "clashes": [clash_json(clash) for clash in listing.clashes],
+        "unreachable": [failure_json(failure) for failure in listing.failures],
+    }
+    code = report(listing.failures, listing.clashes)
+    return listing.entries, code, lambda entries: print_json({key: entries, **extra})
+
+
+def _client(args: argparse.Namespace) -> SupervisorClient | FederatedClient:
+    """One supervisor's client, or several's (a request goes to the one whose server it names)."""
+    if several(args):
+        return FederatedClient(args.members, keys=args.keys)
+    return SupervisorClient(args.endpoint, keys=args.keys)
+
+
 def cmd_resources(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
-        resources = sup.list_resources(args.server, timeout=args.timeout)
+    resources, code, dump = _listed(
+        args, "resources", lambda c: c.list_resources(args.server, timeout=args.timeout)
+    )
     if args.json:
-        print_json([msgspec.to_builtins(resource) for resource in resources])
+        dump([msgspec.to_builtins(resource) for resource in resources])
     else:
         rows = [
             (r.server, r.uri, r.name, r.mime_type or "-", _first_line(r.description, 50)) for r in resources
         ]
         print_table(("SERVER", "URI", "NAME", "MIME", "DESCRIPTION"), rows)
-    return 0
+    return code
 
 
 def cmd_resource_templates(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
-        templates = sup.list_resource_templates(args.server, timeout=args.timeout)
+    ask = lambda c: c.list_resource_templates(args.server, timeout=args.timeout)  # noqa: E731
+    templates, code, dump = _listed(args, "resource_templates", ask)
     if args.json:
-        print_json([msgspec.to_builtins(template) for template in templates])
+        dump([msgspec.to_builtins(template) for template in templates])
     else:
         rows = [(t.server, t.uri_template, t.name, _first_line(t.description, 50)) for t in templates]
         print_table(("SERVER", "URI_TEMPLATE", "NAME", "DESCRIPTION"), rows)
-    return 0
+    return code
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
+    with _client(args) as sup:
         result = sup.read_resource(args.server, args.uri, timeout=args.timeout)
     if args.json:
         print_json(msgspec.to_builtins(result))
@@ -137,17 +167,18 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def cmd_prompts(args: argparse.Namespace) -> int:
-    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
-        prompts = sup.list_prompts(args.server, timeout=args.timeout)
+    prompts, code, dump = _listed(
+        args, "prompts", lambda c: c.list_prompts(args.server, timeout=args.timeout)
+    )
     if args.json:
-        print_json([msgspec.to_builtins(prompt) for prompt in prompts])
+        dump([msgspec.to_builtins(prompt) for prompt in prompts])
     else:
         rows = [
             (p.name, p.server, _prompt_arguments(p.arguments) or "-", _first_line(p.description, 50))
             for p in prompts
         ]
         print_table(("PROMPT", "SERVER", "ARGUMENTS", "DESCRIPTION"), rows)
-    return 0
+    return code
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
@@ -159,7 +190,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         raise CliError(
             'ARGS_JSON must be a JSON object of strings, e.g. \'{"city": "Paris"}\'', ExitCode.USAGE
         )
-    with SupervisorClient(args.endpoint, keys=args.keys) as sup:
+    with _client(args) as sup:
         result = sup.get_prompt(args.name, arguments, server=args.server, timeout=args.timeout)
     if args.json:
         print_json(msgspec.to_builtins(result))

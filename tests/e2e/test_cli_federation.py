@@ -179,3 +179,32 @@ def test_commands_that_talk_to_one_supervisor_say_so(
     east, west = pair
     done = cli("events", "--endpoint", f"{east.endpoint},{west.endpoint}")
     assert done.returncode == 2 and "events talks to one supervisor" in done.stderr
+
+
+def test_resources_and_prompts_of_several_supervisors_are_listed_together_and_read_from_their_owner(
+    start_supervisor: Start,
+) -> None:
+    east = start_supervisor({"docs": stdio_test_server(TEST_SERVER_RESOURCES=1)})
+    west = start_supervisor({"notes": stdio_test_server(TEST_SERVER_RESOURCES=1)})
+    endpoints = ("--endpoint", f"{east.endpoint},{west.endpoint}")
+    listed = cli("resources", "--json", *endpoints)
+    assert listed.returncode == 0, listed.stderr
+    document = json.loads(listed.stdout)
+    assert {(r["server"], r["uri"]) for r in document["resources"]} >= {
+        ("docs", "test://doc/1"),
+        ("notes", "test://doc/1"),
+    }
+    assert document["clashes"] == [] and document["unreachable"] == []
+    templates = cli("resource-templates", *endpoints)
+    assert templates.returncode == 0 and "docs" in templates.stdout and "notes" in templates.stdout
+    read = cli("read", "notes", "test://doc/2", *endpoints)
+    assert read.returncode == 0 and read.stdout.strip() == "document 2", read.stderr
+    prompts = cli("prompts", *endpoints)
+    assert prompts.returncode == 0, prompts.stderr
+    assert "mcp_docs_greet" in prompts.stdout and "mcp_notes_greet" in prompts.stdout
+    greeted = cli("prompt", "mcp_notes_greet", '{"name": "west"}', *endpoints)
+    assert greeted.returncode == 0 and "Hello, west!" in greeted.stdout, greeted.stderr
+    west.stop()
+    partial = cli("prompts", *endpoints)
+    assert partial.returncode == 3 and "mcp_docs_greet" in partial.stdout
+    assert west.endpoint in partial.stderr
