@@ -1,9 +1,10 @@
 """mcp-supervisor: every MCP server in its own supervised worker process, one tool registry over ZeroMQ.
 
-The client library is here: ``from supervisor import SupervisorClient`` (or ``AsyncSupervisorClient``),
-with every exception the stubs raise and every type their methods take and return; they are
-``supervisor.client``'s, loaded when first asked for, so ``import supervisor`` alone loads nothing
-else. Tools for agent frameworks: ``supervisor.adapters``.
+The client library is here: ``from supervisor import SupervisorClient`` (or ``AsyncSupervisorClient``;
+for several supervisors as one, ``FederatedClient`` or ``AsyncFederatedClient``), with every exception
+the stubs raise and every type their methods take and return; they are ``supervisor.client``'s, loaded
+when first asked for, so ``import supervisor`` alone loads nothing else. Tools for agent frameworks:
+``supervisor.adapters``.
 """
 
 from __future__ import annotations
@@ -14,20 +15,27 @@ if TYPE_CHECKING:
     from supervisor.client import (
         LOG_LEVELS,
         AsyncEventWatch,
+        AsyncFederatedClient,
         AsyncSupervisorClient,
         AsyncToolCache,
         BadRequestError,
         CallCancelledError,
+        Clash,
         ClientKeys,
         Completion,
         Event,
         EventWatch,
+        Failure,
+        FederatedClient,
         FrontStats,
         Handler,
         InternalError,
         InvalidArgumentsError,
         Keys,
+        Listing,
         LogLine,
+        Member,
+        Outcome,
         OverloadedError,
         ProgressCallback,
         PromptInfo,
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
         ResourceResult,
         ResourceTemplateInfo,
         ResourceUpdated,
+        Row,
         ServerError,
         ServerFailure,
         ServerLog,
@@ -47,6 +56,7 @@ if TYPE_CHECKING:
         ServerStatus,
         ServerUnavailableError,
         StateChanged,
+        Status,
         SupervisorAuthenticationError,
         SupervisorClient,
         SupervisorError,
@@ -61,6 +71,7 @@ if TYPE_CHECKING:
         WorkerCrashedError,
         WorkerStatus,
         anthropic_tool,
+        members,
         message_data,
         openai_tool,
     )
@@ -70,20 +81,27 @@ __version__ = "0.1.0"
 __all__ = [
     "LOG_LEVELS",
     "AsyncEventWatch",
+    "AsyncFederatedClient",
     "AsyncSupervisorClient",
     "AsyncToolCache",
     "BadRequestError",
     "CallCancelledError",
+    "Clash",
     "ClientKeys",
     "Completion",
     "Event",
     "EventWatch",
+    "Failure",
+    "FederatedClient",
     "FrontStats",
     "Handler",
     "InternalError",
     "InvalidArgumentsError",
     "Keys",
+    "Listing",
     "LogLine",
+    "Member",
+    "Outcome",
     "OverloadedError",
     "ProgressCallback",
     "PromptInfo",
@@ -96,6 +114,7 @@ __all__ = [
     "ResourceResult",
     "ResourceTemplateInfo",
     "ResourceUpdated",
+    "Row",
     "ServerError",
     "ServerFailure",
     "ServerLog",
@@ -103,6 +122,7 @@ __all__ = [
     "ServerStatus",
     "ServerUnavailableError",
     "StateChanged",
+    "Status",
     "SupervisorAuthenticationError",
     "SupervisorClient",
     "SupervisorError",
@@ -117,6 +137,7 @@ __all__ = [
     "WorkerCrashedError",
     "WorkerStatus",
     "anthropic_tool",
+    "members",
     "message_data",
     "openai_tool",
 ]

@@ -5,6 +5,10 @@ for the async stub), and imports neither the daemon, the workers nor the config.
 Everything here is also ``supervisor``'s: ``from supervisor import SupervisorClient``. Names are loaded
 when first asked for, so ``SupervisorClient`` loads the blocking stub alone (no anyio), and
 ``AsyncSupervisorClient`` the async one.
+
+Several supervisors as one registry: ``FederatedClient`` and ``AsyncFederatedClient``, given the
+members from ``supervisor.shared.federation.members`` (also exported here: ``members``, ``Member``);
+their results are ``Listing``, ``Status``, ``Row``, ``Outcome``, ``Failure`` and ``Clash``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ if TYPE_CHECKING:
     from supervisor.adapters.formats import anthropic_tool, openai_tool
     from supervisor.client.aio import AsyncSupervisorClient
     from supervisor.client.aio_events import AsyncEventWatch, AsyncToolCache
+    from supervisor.client.aio_federated import AsyncFederatedClient
     from supervisor.client.answers import Handler
     from supervisor.client.blocking import SupervisorClient
     from supervisor.client.errors import (
@@ -34,6 +39,8 @@ if TYPE_CHECKING:
         UnknownToolError,
         WorkerCrashedError,
     )
+    from supervisor.client.federated import FederatedClient
+    from supervisor.client.federated_common import Clash, Failure, Listing, Outcome, Row, Status
     from supervisor.client.tool_cache import ToolCache
     from supervisor.client.watch import EventWatch, PublicEvent, message_data
     from supervisor.protocol import (
@@ -63,24 +70,32 @@ if TYPE_CHECKING:
         WorkerStatus,
     )
     from supervisor.security.keys import ClientKeys, Keys
+    from supervisor.shared.federation import Member, members
 
 __all__ = [
     "LOG_LEVELS",
     "AsyncEventWatch",
+    "AsyncFederatedClient",
     "AsyncSupervisorClient",
     "AsyncToolCache",
     "BadRequestError",
     "CallCancelledError",
+    "Clash",
     "ClientKeys",
     "Completion",
     "Event",
     "EventWatch",
+    "Failure",
+    "FederatedClient",
     "FrontStats",
     "Handler",
     "InternalError",
     "InvalidArgumentsError",
     "Keys",
+    "Listing",
     "LogLine",
+    "Member",
+    "Outcome",
     "OverloadedError",
     "ProgressCallback",
     "PromptInfo",
@@ -93,6 +108,7 @@ __all__ = [
     "ResourceResult",
     "ResourceTemplateInfo",
     "ResourceUpdated",
+    "Row",
     "ServerError",
     "ServerFailure",
     "ServerLog",
@@ -100,6 +116,7 @@ __all__ = [
     "ServerStatus",
     "ServerUnavailableError",
     "StateChanged",
+    "Status",
     "SupervisorAuthenticationError",
     "SupervisorClient",
     "SupervisorError",
@@ -114,6 +131,7 @@ __all__ = [
     "WorkerCrashedError",
     "WorkerStatus",
     "anthropic_tool",
+    "members",
     "message_data",
     "openai_tool",
 ]
@@ -140,6 +158,16 @@ _WHERE: dict[str, str] = {  # each name, and the module it is loaded from
     "PublicEvent": "supervisor.client.watch",
     "message_data": "supervisor.client.watch",
     "ToolCache": "supervisor.client.tool_cache",
+    "FederatedClient": "supervisor.client.federated",
+    "AsyncFederatedClient": "supervisor.client.aio_federated",
+    "Clash": "supervisor.client.federated_common",
+    "Failure": "supervisor.client.federated_common",
+    "Listing": "supervisor.client.federated_common",
+    "Outcome": "supervisor.client.federated_common",
+    "Row": "supervisor.client.federated_common",
+    "Status": "supervisor.client.federated_common",
+    "Member": "supervisor.shared.federation",
+    "members": "supervisor.shared.federation",
     "AsyncEventWatch": "supervisor.client.aio_events",
     "AsyncToolCache": "supervisor.client.aio_events",
     "Completion": "supervisor.protocol",

@@ -31,12 +31,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from supervisor.client.blocking import SupervisorClient
 from supervisor.client.errors import SupervisorError, SupervisorUnreachableError, UnknownToolError
 from supervisor.client.exchanges import REQUEST_TIMEOUT
+from supervisor.client.federated_common import (
+    Clash,
+    Failure,
+    Listing,
+    Outcome,
+    Owners,
+    Row,
+    Status,
+    listing_of,
+    named,
+    prompt_owner,
+    status_of,
+)
 from supervisor.protocol import (
     ProgressCallback,
     PromptInfo,
@@ -46,90 +58,27 @@ from supervisor.protocol import (
     ResourceResult,
     ResourceTemplateInfo,
     ServerLog,
-    ServerStatus,
     ToolInfo,
     ToolResult,
 )
 from supervisor.security.keys import Keys
-from supervisor.shared.federation import Member, Merged, Owned, merge
+from supervisor.shared.federation import Member, Owned
 
-__all__ = ["Clash", "Failure", "FederatedClient", "Listing", "Outcome", "Row", "Status"]
+# The result types are federated_common's (shared with the async client), exported here too.
+__all__ = [
+    "Clash",
+    "Failure",
+    "FederatedClient",
+    "Listing",
+    "Outcome",
+    "Row",
+    "Status",
+]
 
 _R = TypeVar("_R")
 _T = TypeVar("_T", bound=Owned)
 
 Connect = Callable[[Member], SupervisorClient]
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """A member that did not answer, or answered with an error: who, where, and why."""
-
-    member: Member
-    error: SupervisorError
-
-    @property
-    def unreachable(self) -> bool:
-        """Nothing answered at its endpoint (or it refused this client's key)."""
-        return isinstance(self.error, SupervisorUnreachableError)
-
-    def __str__(self) -> str:
-        return f"{self.member.name} ({self.member.endpoint}): {self.error}"
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome(Generic[_R]):
-    """One member's answer to a request sent to every member: its ``value``, or its ``failure``."""
-
-    member: Member
-    value: _R | None = None
-    failure: Failure | None = None
-
-
-@dataclass(slots=True)
-class Listing(Generic[_T]):
-    """The members' entries as one (each server's from its owner), who owns each server, the clashes,
-    and the members not heard from."""
-
-    entries: list[_T] = field(default_factory=list)
-    owners: dict[str, Member] = field(default_factory=dict)
-    clashes: list[Clash] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """A status row and the member (the host) it comes from."""
-
-    member: Member
-    status: ServerStatus
-
-
-@dataclass(slots=True)
-class Status:
-    """Every reachable member's rows (clashing servers' too: each row names its member), who owns each
-    server, the clashes, and the members not heard from."""
-
-    rows: list[Row] = field(default_factory=list)
-    owners: dict[str, Member] = field(default_factory=dict)
-    clashes: list[Clash] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class Clash:
-    """A server several members list: the member that keeps it, and one whose copy is left out."""
-
-    server: str
-    owner: Member
-    left_out: Member
-
-    def __str__(self) -> str:
-        owner, left = self.owner, self.left_out
-        return (
-            f"server {self.server!r} is on {owner.name} ({owner.endpoint}) and on {left.name} "
-            f"({left.endpoint}): {owner.name}'s is used, {left.name}'s is left out"
-        )
 
 
 class FederatedClient:
@@ -164,9 +113,7 @@ class FederatedClient:
         except BaseException:
             self.close()
             raise
-        self._tool_owners: dict[str, Member] | None = None  # tool name -> member
-        self._server_owners: dict[str, Member] | None = None  # server -> member
-        self._servers: set[str] = set()  # every server heard of, for errors
+        self._owners = Owners()
 
     def __enter__(self) -> Self:
         return self
@@ -209,29 +156,19 @@ class FederatedClient:
             return Outcome(member, failure=Failure(member, exc))
 
     def _merged(self, outcomes: list[Outcome[list[_T]]]) -> Listing[_T]:
-        merged: Merged[_T] = merge([outcome.value for outcome in outcomes])
-        return Listing(
-            merged.entries,
-            {server: self.members[index] for server, index in merged.owners.items()},
-            [Clash(s, self.members[o], self.members[x]) for s, o, x in merged.clashes],
-            [outcome.failure for outcome in outcomes if outcome.failure is not None],
-        )
+        return listing_of(self.members, outcomes)
 
     def list_tools(self, wait: float = 0.0) -> Listing[ToolInfo]:
         """Every reachable member's tools, merged; ``wait`` as ``SupervisorClient.list_tools``'s."""
         listing = self._merged(self.each(lambda client: client.list_tools(wait)))
-        self._tool_owners = {tool.name: listing.owners[tool.server] for tool in listing.entries}
-        self._servers |= set(listing.owners)
+        self._owners.learn_tools(listing)
         return listing
 
     def status(self) -> Status:
         """Every reachable member's status rows, each with its member."""
-        outcomes = self.each(lambda client: client.status())
-        listing = self._merged(outcomes)
-        rows = [Row(o.member, row) for o in outcomes for row in o.value or ()]
-        self._server_owners = dict(listing.owners)
-        self._servers |= set(listing.owners)
-        return Status(rows, listing.owners, listing.clashes, listing.failures)
+        status = status_of(self.members, self.each(lambda client: client.status()))
+        self._owners.learn_status(status)
+        return status
 
     def list_resources(
         self, server: str | None = None, *, timeout: float | None = None
@@ -261,7 +198,7 @@ class FederatedClient:
 
     def reload(self) -> list[Outcome[ReloadSummary]]:
         """Every member re-reads its config file; each member's summary, or why it failed."""
-        self._tool_owners = self._server_owners = None
+        self._owners.forget()
         return self.each(lambda client: client.reload())
 
     def shutdown(self, *, grace: float | None = None) -> list[Outcome[None]]:
@@ -273,38 +210,28 @@ class FederatedClient:
     def tool_owner(self, name: str) -> Member:
         """The member whose server has the tool ``name`` (the tools are listed again once when it is
         not among those known)."""
-        return self._owner(name, "tool", lambda: self._tool_owners, self.list_tools)
+        member = self._owners.tool(name)
+        if member is None:
+            failures = self.list_tools().failures
+            if (member := self._owners.tool(name)) is None:
+                raise self._owners.missing("tool", name, failures)
+        return member
 
     def server_owner(self, server: str) -> Member:
         """The member that owns ``server`` (the status is asked again once when it is not known)."""
-        return self._owner(server, "server", lambda: self._server_owners, self.status)
-
-    def _owner(
-        self,
-        name: str,
-        kind: str,
-        known: Callable[[], dict[str, Member] | None],
-        learn: Callable[[], Listing[Any] | Status],
-    ) -> Member:
-        owners = known()
-        if owners is not None and name in owners:
-            return owners[name]
-        failures = learn().failures
-        owners = known() or {}
-        if name in owners:
-            return owners[name]
-        if failures:
-            said = "; ".join(str(failure) for failure in failures)
-            raise SupervisorUnreachableError(f"no reachable supervisor has a {kind} named {name!r} ({said})")
-        listed = ", ".join(sorted(self._servers)) or "none"
-        raise UnknownToolError(f"no {kind} named {name!r} on any of the supervisors (servers: {listed})")
+        member = self._owners.server(server)
+        if member is None:
+            failures = self.status().failures
+            if (member := self._owners.server(server)) is None:
+                raise self._owners.missing("server", server, failures)
+        return member
 
     def _on(self, member: Member, ask: Callable[[SupervisorClient], _R]) -> _R:
         """``ask`` of ``member``'s client; its not answering says which member it is."""
         try:
             return ask(self.client(member))
         except SupervisorUnreachableError as exc:
-            raise type(exc)(f"{member.name} ({member.endpoint}): {exc.message}") from exc
+            raise named(member, exc) from exc
 
     def call_tool(
         self,
@@ -328,7 +255,7 @@ class FederatedClient:
         try:
             return self._on(member, call)
         except UnknownToolError:
-            self._tool_owners = None
+            self._owners.tools = None
             if self.tool_owner(name) == member:
                 raise
             return self._on(self.tool_owner(name), call)
@@ -371,14 +298,5 @@ class FederatedClient:
         if server is not None:
             member = self.server_owner(server)
         else:
-            prompts = self.list_prompts(timeout=timeout)
-            found = next((p.server for p in prompts.entries if p.name == name), None)
-            if found is None:
-                if prompts.failures:
-                    said = "; ".join(str(failure) for failure in prompts.failures)
-                    raise SupervisorUnreachableError(
-                        f"no reachable supervisor has a prompt {name!r} ({said})"
-                    )
-                raise UnknownToolError(f"no prompt named {name!r} on any of the supervisors")
-            member = prompts.owners[found]
+            member = prompt_owner(self.list_prompts(timeout=timeout), name)
         return self._on(member, lambda c: c.get_prompt(name, arguments, server=server, timeout=timeout))

@@ -19,7 +19,9 @@ import supervisor
 import supervisor.client
 from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.client.aio_events import AsyncEventWatch, AsyncToolCache
+from supervisor.client.aio_federated import AsyncFederatedClient
 from supervisor.client.blocking import SupervisorClient
+from supervisor.client.federated import FederatedClient
 from supervisor.client.tool_cache import ToolCache
 from supervisor.client.watch import EventWatch
 
@@ -71,7 +73,17 @@ def _project_types(annotation: object) -> set[type]:
 
 
 @pytest.mark.parametrize(
-    "cls", [SupervisorClient, AsyncSupervisorClient, EventWatch, AsyncEventWatch, ToolCache, AsyncToolCache]
+    "cls",
+    [
+        SupervisorClient,
+        AsyncSupervisorClient,
+        EventWatch,
+        AsyncEventWatch,
+        ToolCache,
+        AsyncToolCache,
+        FederatedClient,
+        AsyncFederatedClient,
+    ],
 )
 def test_every_type_a_public_method_takes_or_returns_is_exported(cls: type) -> None:
     exported = {id(getattr(supervisor.client, name)) for name in supervisor.client.__all__}
@@ -149,6 +161,12 @@ def test_the_blocking_client_from_the_package_loads_the_blocking_stub_alone() ->
     loaded = _loaded_after("from supervisor import SupervisorClient, SupervisorError, ToolResult")
     assert "supervisor.client.blocking" in loaded
     assert not loaded & {"anyio", "supervisor.client.aio", "supervisor.client.aio_events"}
+
+
+def test_the_blocking_federated_client_loads_no_anyio() -> None:
+    loaded = _loaded_after("from supervisor import FederatedClient, Listing, members")
+    assert "supervisor.client.federated" in loaded
+    assert not loaded & {"anyio", "supervisor.client.aio", "supervisor.client.aio_federated"}
 
 
 def test_the_async_client_loads_anyio() -> None:
