@@ -64,6 +64,7 @@ from supervisor.client.answers import ELICITATION, SAMPLING, Handler
 __all__ = ["Hosts"]
 
 MAX_SESSIONS_KNOWN: Final = 10_000  # HTTP sessions remembered (ids are never reused; the oldest go)
+MAX_CLIENTS_KEPT: Final = 256  # supervisors' clients whose plain view is kept
 MAX_SUSPENDED: Final = 1000  # 2026-07-28 calls waiting for their host's retry; past it, the config answers
 RESUME_TIMEOUT: Final = 120.0  # seconds a 2026-07-28 host has to retry with its answer
 _ELICIT_PARAMS: TypeAdapter[ElicitRequestParams] = TypeAdapter(ElicitRequestParams)
@@ -92,8 +93,11 @@ class Hosts:
         self._identities: dict[str, str] = {}  # Mcp-Session-Id -> identity (oldest first)
         self._suspended: dict[str, _Suspended] = {}  # requestState -> the call it resumes
         self.tasks: anyio.abc.TaskGroup | None = None  # where 2026-07-28 hosts' calls run
-        self._plain: tuple[AsyncSupervisorClient, AsyncSupervisorClient] | None = None  # (client, view)
-        self._twins: dict[str, tuple[AsyncSupervisorClient, AsyncSupervisorClient]] = {}  # of sessions
+        # (client, its view as the facade), by client (one per supervisor the facade federates)
+        self._plain: dict[int, tuple[AsyncSupervisorClient, AsyncSupervisorClient]] = {}
+        self._twins: dict[
+            tuple[str, int], tuple[AsyncSupervisorClient, AsyncSupervisorClient]
+        ] = {}  # sessions
 
     async def call(
         self,
@@ -216,15 +220,17 @@ class Hosts:
         the link's."""
         if session_id is not None:
             identity = self.identity_of(session_id)
-            twin = self._twins.get(identity)
+            twin = self._twins.get((identity, id(client)))
             if twin is None or twin[0] is not client:
                 if len(self._twins) >= MAX_SESSIONS_KNOWN:
                     self._twins.clear()
-                twin = self._twins[identity] = (client, client.as_client(identity))
+                twin = self._twins[(identity, id(client))] = (client, client.as_client(identity))
             return twin[1]
-        kept = self._plain
+        kept = self._plain.get(id(client))
         if kept is None or kept[0] is not client:
-            kept = self._plain = (client, client.as_client(self._prefix))
+            if len(self._plain) >= MAX_CLIENTS_KEPT:  # links made again and again: the old ones go
+                self._plain.clear()
+            kept = self._plain[id(client)] = (client, client.as_client(self._prefix))
         return kept[1]
 
     def client(
