@@ -235,6 +235,81 @@ export class SupervisorClient {
   close(): void;
 }
 
+/** A supervisor of a federation: its front endpoint, its label, its own CURVE key directory (or null). */
+export interface Member {
+  readonly endpoint: string;
+  readonly name: string;
+  readonly keys: string | null;
+}
+
+/** A member as given: an endpoint, or one with a name (default: its host, "local" for ipc://) and keys. */
+export type MemberSpec = string | { endpoint: string; name?: string; keys?: string };
+
+export interface FederationOptions {
+  /** The CURVE key directory of the members that name none of their own. */
+  keys?: string;
+  requestTimeout?: number;
+  identity?: string;
+  replyMargin?: number;
+}
+
+/** A member that did not answer, or answered with an error. */
+export interface Failure {
+  member: Member;
+  error: SupervisorError;
+}
+
+/** A server several members list: the member that keeps it, and one whose copy is left out. */
+export interface Clash {
+  server: string;
+  owner: Member;
+  leftOut: Member;
+}
+
+export interface FederatedTools {
+  tools: ToolInfo[];
+  /** Server -> the member that owns it. */
+  owners: Record<string, Member>;
+  clashes: Clash[];
+  failures: Failure[];
+}
+
+export interface FederatedStatus {
+  /** Every reachable member's rows, clashing servers' too. */
+  rows: { member: Member; status: ServerStatus }[];
+  owners: Record<string, Member>;
+  clashes: Clash[];
+  failures: Failure[];
+}
+
+export type Outcome<R> = { member: Member; value: R; failure?: undefined } | { member: Member; value?: undefined; failure: Failure };
+
+/**
+ * Several supervisors seen as one registry: a server listed by several members belongs to the first
+ * in order (the others' copies are left out, reported as clashes); a tool or server request goes to
+ * its owner. Close it when done.
+ */
+export class FederatedClient {
+  constructor(members: MemberSpec[], options?: FederationOptions);
+  readonly members: readonly Member[];
+  /** The client of one member (a member or its name). */
+  client(member: Member | string): SupervisorClient;
+  /** `ask` of every member at once; a member's SupervisorError is its failure. */
+  each<R>(ask: (client: SupervisorClient) => Promise<R>): Promise<Outcome<R>[]>;
+  listTools(options?: { wait?: number }): Promise<FederatedTools>;
+  status(): Promise<FederatedStatus>;
+  /** Rejects with UnknownToolError when no member has it, UnreachableError when a member that did not answer may. */
+  toolOwner(name: string): Promise<Member>;
+  serverOwner(server: string): Promise<Member>;
+  callTool(name: string, args?: Record<string, unknown>, options?: CallOptions): Promise<ToolResult>;
+  /** Resolve with the member that owns the server. */
+  restart(server: string): Promise<Member>;
+  stop(server: string): Promise<Member>;
+  start(server: string): Promise<Member>;
+  /** Close every member's client; requests in flight reject with CLOSED. */
+  close(): void;
+}
+
 /**
  * An error of a request. `code` is the wire's (UNKNOWN_TOOL, UNAVAILABLE, TIMEOUT, SERVER_ERROR,
  * WORKER_CRASHED, INVALID_ARGUMENTS, OVERLOADED, BAD_REQUEST, INTERNAL, CANCELLED, or a newer one),

