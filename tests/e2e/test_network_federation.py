@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -100,55 +100,53 @@ async def test_a_host_lists_once_and_sees_every_hosts_tools_and_calls_reach_thei
     assert f"the one on {beta} is left out" in log
 
 
-async def test_a_host_cut_off_costs_only_its_own_tools_and_they_return_with_it(
-    cluster: Cluster, tmp_path: Path
+async def _lose_and_regain(
+    cluster: Cluster, tmp_path: Path, lost: str, lose: Callable[[], None], regain: Callable[[], None]
 ) -> None:
+    """Host ``lost`` goes away (``lose``) while a federating facade serves: only its tools leave (the
+    host hears ``list_changed``; a call to one is ``UNAVAILABLE``), the others answer (alpha's
+    ``common`` stays); then it is back (``regain``): ``list_changed`` again, and its tool answers."""
     notes = Notes()
     async with federated_host(cluster, tmp_path / "facade.log", notes) as client:
-        assert "mcp_beta_echo" in await _names(client)
+        assert f"mcp_{lost}_echo" in await _names(client)
         heard = notes.tools_changed
-        cluster.network.cut("beta")
+        lose()
         try:
             await notes.wait_tools_changed(heard, LOSS_WAIT)
             names = await _names(client)
-            assert not any(name.startswith("mcp_beta_") for name in names), names
+            assert not any(name.startswith(f"mcp_{lost}_") for name in names), names
             assert "mcp_common_env" in names  # alpha's
-            lost = await _call(client, "mcp_beta_echo", {"text": "lost"})
-            assert lost.is_error and _text(lost).startswith("UNAVAILABLE"), _text(lost)
-            for host in ("alpha", "gamma"):
-                result = await _call(client, f"mcp_{host}_echo", {"text": "still here"})
-                assert _text(result) == "still here"
+            gone = await _call(client, f"mcp_{lost}_echo", {"text": "lost"})
+            assert gone.is_error and _text(gone).startswith("UNAVAILABLE"), _text(gone)
+            for host in HOSTS:
+                if host != lost:
+                    result = await _call(client, f"mcp_{host}_echo", {"text": "still here"})
+                    assert _text(result) == "still here"
             heard = notes.tools_changed
         finally:
-            cluster.network.mend("beta")
+            regain()
         await notes.wait_tools_changed(heard, LOSS_WAIT)
-        assert "mcp_beta_echo" in await _names(client)
-        back = await _call(client, "mcp_beta_echo", {"text": "back"})
+        assert f"mcp_{lost}_echo" in await _names(client)
+        with trio.fail_after(LOSS_WAIT):  # a restarted server may still be starting: the call waits for it
+            back = await client.call_tool(f"mcp_{lost}_echo", {"text": "back"})
         assert not back.is_error and _text(back) == "back"
+
+
+async def test_a_host_cut_off_costs_only_its_own_tools_and_they_return_with_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    network = cluster.network
+    await _lose_and_regain(
+        cluster, tmp_path, "beta", lambda: network.cut("beta"), lambda: network.mend("beta")
+    )
 
 
 async def test_a_host_whose_supervisor_is_killed_costs_only_its_tools_until_it_runs_again(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    notes = Notes()
-    async with federated_host(cluster, tmp_path / "facade.log", notes) as client:
-        assert "mcp_gamma_echo" in await _names(client)
-        heard = notes.tools_changed
-        cluster.kill("gamma")
-        try:
-            await notes.wait_tools_changed(heard, LOSS_WAIT)
-            names = await _names(client)
-            assert "mcp_alpha_echo" in names and not any(name.startswith("mcp_gamma_") for name in names)
-            lost = await _call(client, "mcp_gamma_echo", {"text": "lost"})
-            assert lost.is_error and _text(lost).startswith("UNAVAILABLE"), _text(lost)
-            assert _text(await _call(client, "mcp_alpha_echo", {"text": "still here"})) == "still here"
-            heard = notes.tools_changed
-        finally:
-            cluster.start("gamma")
-        await notes.wait_tools_changed(heard, LOSS_WAIT)
-        with trio.fail_after(LOSS_WAIT):  # its server may still be starting: the call waits for it
-            back = await client.call_tool("mcp_gamma_echo", {"text": "back"})
-        assert not back.is_error and _text(back) == "back"
+    await _lose_and_regain(
+        cluster, tmp_path, "gamma", lambda: cluster.kill("gamma"), lambda: cluster.start("gamma")
+    )
 
 
 def test_the_cli_on_the_agents_host_shows_every_hosts_servers_and_names_a_lost_host(cluster: Cluster) -> None:
