@@ -26,6 +26,7 @@ from supervisor.facade.hosts import HOSTS, Launch, entry, where
 from supervisor.shared.paths import log_beside, resolve_endpoint
 
 if TYPE_CHECKING:
+    from supervisor.config.gateway import Gateway
     from supervisor.facade.launch import Launcher
     from supervisor.facade.server import FacadeOptions
 
@@ -131,8 +132,22 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _tokens(args: argparse.Namespace) -> list[str] | None:
+def _gateway(args: argparse.Namespace) -> Gateway | None:
+    """The gateway file of ``--gateway``, or None; its problems are usage errors naming it."""
+    if not args.gateway:
+        return None
+    from supervisor.config.gateway import GatewayError, load_gateway
+
+    try:
+        return load_gateway(args.gateway)
+    except GatewayError as exc:
+        raise CliError(f"--gateway {exc}", ExitCode.USAGE) from exc
+
+
+def _tokens(args: argparse.Namespace, gateway: Gateway | None = None) -> list[str] | None:
     if args.no_auth:
+        if gateway is not None:
+            raise CliError("--no-auth and --gateway: a gateway's clients need authentication", ExitCode.USAGE)
         return None
     tokens: list[str] = []
     if args.token_file:
@@ -142,6 +157,8 @@ def _tokens(args: argparse.Namespace) -> list[str] | None:
             raise CliError(f"--token-file: {exc}", ExitCode.USAGE) from exc
         tokens += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     tokens += [t.strip() for t in os.environ.get(TOKEN_ENV, "").split(",") if t.strip()]
+    if gateway is not None and (gateway.oauth is not None or any(c.token for c in gateway.clients or ())):
+        return tokens  # the gateway's tokens, or its access tokens, authenticate
     if not tokens:
         raise CliError(
             f"serve --http needs bearer tokens: --token-file FILE (one per line) or ${TOKEN_ENV} "
@@ -160,7 +177,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _logging(args.log_level)
     host, port = parse_listen(args.http)
     _check(args)
-    options, launcher, tokens = _options(args), _launcher(args), _tokens(args)
+    gateway = _gateway(args)
+    options, launcher, tokens = _options(args), _launcher(args), _tokens(args, gateway)
     try:
         sock = bind(host, port)
     except OSError as exc:
@@ -181,6 +199,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         launcher,
         args.log_level,
         args.allow_host or (),
+        gateway,
         backend="asyncio",
     )
     return 0
@@ -319,6 +338,13 @@ def add_facade_parsers(
         help="also answer requests whose Host (and Origin) name NAME (a DNS name of yours, a proxy's); "
         "without it, only the listening address and, on loopback, localhost, 127.0.0.1 and [::1]: any "
         "other Host gets 421 and a foreign Origin 403 (DNS rebinding); repeatable",
+    )
+    serve.add_argument(
+        "--gateway",
+        metavar="FILE",
+        help="a gateway file (JSON): the clients allowed, each with its own tokens or access-token "
+        "subject or group, the servers and tools it sees and its limits; OAuth as a protected resource; "
+        "CORS origins (docs/operations/gateway.md)",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -13,7 +13,6 @@ time), unless told to run without; the port is bound to 127.0.0.1 unless another
 
 from __future__ import annotations
 
-import hmac
 import logging
 import signal
 import socket
@@ -28,12 +27,15 @@ import msgspec
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
+from supervisor.config.gateway import Gateway
+from supervisor.facade.credentials import BearerAuth
 from supervisor.facade.guard import ACCEPT_BACKLOG
 from supervisor.facade.handshake import Opening
 from supervisor.facade.host_sessions import session_app
 from supervisor.facade.http_lane import FastLane
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
+from supervisor.facade.principal import PRINCIPAL
 from supervisor.facade.server import Facade, FacadeOptions
 from supervisor.facade.stdio_lane import StdioLane
 from supervisor.facade.upstreams import Upstreams
@@ -109,42 +111,6 @@ async def serve_stdio(
         tasks.cancel_scope.cancel()
 
 
-class BearerAuth:
-    """The listener's bearer tokens: a request without ``Authorization: Bearer <one of them>`` gets 401
-    (``Front`` asks ``allows``, and answers with ``refuse``)."""
-
-    def __init__(self, tokens: Sequence[str]) -> None:
-        if not tokens or any(not token for token in tokens):
-            raise ValueError("bearer authentication needs at least one non-empty token")
-        self._tokens = [token.encode() for token in tokens]
-
-    def allows(self, header: bytes | None) -> bool:
-        if header is None or header[:7].lower() != b"bearer ":
-            return False
-        offered = header[7:].strip()
-        allowed = False
-        for token in self._tokens:  # every token compared, in constant time each
-            allowed |= hmac.compare_digest(offered, token)
-        return allowed
-
-    @staticmethod
-    async def refuse(send: Send) -> None:
-        """401, saying how to authenticate."""
-        body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="mcp-supervisor"'),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-
 class SameOrigin:
     """Against DNS rebinding (the MCP transport's MUST): a request whose ``Host`` does not name this
     listener gets 421, one whose ``Origin`` is another site's gets 403, on every address the facade
@@ -186,11 +152,16 @@ async def _refuse(send: Send, status: int, why: str) -> None:
 
 
 def http_app(
-    facade: Facade, sock: socket.socket, tokens: Sequence[str] | None, allow_hosts: Sequence[str] = ()
+    facade: Facade,
+    sock: socket.socket,
+    tokens: Sequence[str] | None,
+    allow_hosts: Sequence[str] = (),
+    gateway: Gateway | None = None,
 ) -> Front:
     """The SDK's streamable HTTP app for ``facade`` at ``/mcp``, behind ``SameOrigin`` (the hosts this
     listener answers to: its address, loopback names on loopback, ``allow_hosts``) and ``BearerAuth``
-    with ``tokens``, in one ``Front`` that counts the requests in flight."""
+    with ``tokens`` (and the tokens of ``gateway``'s clients), in one ``Front`` that counts the requests in
+    flight."""
     host, port = sock.getsockname()[:2]
     ours = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # SameOrigin does it, everywhere
     app: ASGIApp
@@ -198,7 +169,13 @@ def http_app(
     if facade.options.fast:
         facade.session_initialized = sessions.initialized
         app = FastLane(app, facade.express, facade.tools, MCP_PATH, sessions)
-    auth = None if tokens is None else BearerAuth(tokens)
+    auth = None
+    if tokens is not None:
+        named = {f"token-{n}": token for n, token in enumerate(tokens, 1)}
+        for entry in gateway.clients or () if gateway is not None else ():
+            if entry.token is not None:
+                named[entry.name] = entry.token
+        auth = BearerAuth(named)
     return Front(app, SameOrigin(HostCheck(ListenAddress(host, port), port, allow_hosts)), auth)
 
 
@@ -225,9 +202,12 @@ class Front:
         if refused is not None:
             await _refuse(send, *refused)
             return
-        if self._auth is not None and not self._auth.allows(headers.get(b"authorization")):
-            await self._auth.refuse(send)
-            return
+        if self._auth is not None:
+            principal = self._auth.principal(headers.get(b"authorization"))
+            if principal is None:
+                await self._auth.refuse(send)
+                return
+            scope[PRINCIPAL] = principal
         if scope.get("method") == "GET":
             await self._app(scope, receive, send)
             return
@@ -267,6 +247,7 @@ async def serve_http(
     launcher: Launcher | None = None,
     log_level: str = "warning",
     allow_hosts: Sequence[str] = (),
+    gateway: Gateway | None = None,
 ) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``sock`` from the supervisors ``members``, until cancelled
     (on asyncio, as uvicorn is)."""
@@ -306,7 +287,7 @@ async def serve_http(
             return True
 
     facade, upstream = _facade(options, members, keys, launcher)
-    app = requests = http_app(facade, sock, tokens, allow_hosts)
+    app = requests = http_app(facade, sock, tokens, allow_hosts, gateway)
     protocol = guarded_protocol(connection_cap())  # a cap on connections, and on slow requests
     quiet_accept_failures()
     config = uvicorn.Config(
