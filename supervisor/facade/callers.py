@@ -60,6 +60,7 @@ from pydantic import TypeAdapter
 
 from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.client.answers import ELICITATION, SAMPLING, Handler
+from supervisor.facade.access import Grant
 
 __all__ = ["Hosts"]
 
@@ -105,9 +106,10 @@ class Hosts:
         params: CallToolRequestParams,
         client: AsyncSupervisorClient,
         routed: Routed,
+        grant: Grant | None = None,
     ) -> CallToolResult | InputRequiredResult:
-        """``routed`` as the host of ``ctx``; for a 2026-07-28 host that offers sampling or
-        elicitation, in rounds (see the module docstring)."""
+        """``routed`` as the host of ``ctx`` (with ``grant``'s identity, when it has one); for a
+        2026-07-28 host that offers sampling or elicitation, in rounds (see the module docstring)."""
         if params.request_state is not None:
             return await self._resume(params)
         capabilities = ctx.session.client_capabilities
@@ -118,7 +120,7 @@ class Hosts:
             or self.tasks is None
             or len(self._suspended) >= MAX_SUSPENDED
         ):
-            return await routed(self.client(ctx, client))
+            return await routed(self.client(ctx, client, grant))
         events_in, events = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
         answers, answers_out = anyio.create_memory_object_stream[dict[str, Any]](1)
         suspended = _Suspended(events, answers)
@@ -137,7 +139,7 @@ class Hosts:
             return ask
 
         view = client.as_client(
-            self.identity(ctx),
+            self.identity(ctx, grant),
             on_sampling=asking(SAMPLING) if capabilities.sampling is not None else None,
             on_elicitation=asking(ELICITATION) if capabilities.elicitation is not None else None,
         )
@@ -200,7 +202,11 @@ class Hosts:
                 suspended.answers.send_nowait(answer)
         return await self._next(suspended)
 
-    def identity(self, ctx: ServerRequestContext[Any, Any]) -> str:
+    def identity(self, ctx: ServerRequestContext[Any, Any], grant: Grant | None = None) -> str:
+        """The identity the host session of ``ctx`` calls as: its grant's, when it has one (a gateway
+        client's), else the session's own."""
+        if grant is not None and grant.identity is not None:
+            return grant.identity
         headers = getattr(ctx.request, "headers", None)
         session_id = headers.get("mcp-session-id") if headers is not None else None
         return self.identity_of(session_id) if session_id else self._prefix
@@ -214,12 +220,18 @@ class Hosts:
                 del self._identities[next(iter(self._identities))]
         return identity
 
-    def plain(self, client: AsyncSupervisorClient, session_id: str | None = None) -> AsyncSupervisorClient:
+    def plain(
+        self, client: AsyncSupervisorClient, session_id: str | None = None, grant: Grant | None = None
+    ) -> AsyncSupervisorClient:
         """``client`` as a host that answers no server requests: one without a session of its own
-        (stdio, stateless HTTP), or the HTTP host session ``session_id``; kept while ``client`` is
-        the link's."""
-        if session_id is not None:
-            identity = self.identity_of(session_id)
+        (stdio, stateless HTTP), or the HTTP host session ``session_id``, or with ``grant``'s identity
+        when it has one; kept while ``client`` is the link's."""
+        if (grant is not None and grant.identity is not None) or session_id is not None:
+            if grant is not None and grant.identity is not None:
+                identity = grant.identity
+            else:
+                assert session_id is not None
+                identity = self.identity_of(session_id)
             twin = self._twins.get((identity, id(client)))
             if twin is None or twin[0] is not client:
                 if len(self._twins) >= MAX_SESSIONS_KNOWN:
@@ -234,10 +246,11 @@ class Hosts:
         return kept[1]
 
     def client(
-        self, ctx: ServerRequestContext[Any, Any], client: AsyncSupervisorClient
+        self, ctx: ServerRequestContext[Any, Any], client: AsyncSupervisorClient, grant: Grant | None = None
     ) -> AsyncSupervisorClient:
-        """``client`` as the host session of ``ctx``: its identity, and handlers relaying to it."""
-        session, identity = ctx.session, self.identity(ctx)
+        """``client`` as the host session of ``ctx``: its identity (``grant``'s, when it has one), and
+        handlers relaying to it."""
+        session, identity = ctx.session, self.identity(ctx, grant)
         capabilities = session.client_capabilities
         if capabilities is None or not session.can_send_request:
             return client.as_client(identity)

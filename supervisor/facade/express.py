@@ -34,10 +34,12 @@ from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from supervisor.facade.access import Grant
 from supervisor.facade.callers import Hosts
-from supervisor.facade.served_tools import ServedTools, error_result
+from supervisor.facade.served_tools import MAX_LISTINGS, ServedTools, error_result
 from supervisor.facade.upstream import SupervisorGone
 from supervisor.facade.upstreams import Upstreams
+from supervisor.facade.views import View
 from supervisor.protocol import ToolInfo, ToolResult
 
 __all__ = ["MAX_BRACKETS", "Express", "Taken"]
@@ -114,15 +116,18 @@ class Express:
         self._client = client
         self._stamp = server.server_info_stamp  # the serverInfo of 2026-07-28 results (fixed, never changed)
         self._envelopes: dict[tuple[bytes, ...], str | None] = {}  # envelope -> its version (None: SDK's)
-        self._listings: dict[str, tuple[int, msgspec.Raw]] = {}  # version -> (generation, result)
+        self._listings: dict[tuple[str, View], tuple[int, msgspec.Raw]] = {}  # -> (generation, result)
         self.taken: dict[tuple[str, str], int] = {}  # (method, version) -> requests answered here
 
     # ------------------------------------------------------------ which requests
 
-    def take(self, body: bytes, version: str | None, plain_host: bool = True) -> Taken | None:
+    def take(
+        self, body: bytes, version: str | None, plain_host: bool = True, grant: Grant | None = None
+    ) -> Taken | None:
         """The request in ``body`` if the fast path answers it, else None (the SDK does). ``version``:
         the handshake-era connection's protocol version, or None on 2026-07-28 (each request's envelope
-        says); ``plain_host``: the host declared neither sampling nor elicitation."""
+        says); ``plain_host``: the host declared neither sampling nor elicitation; ``grant``: what the
+        request's principal may see (None: the facade's view)."""
         if not plain_host or body.count(b"{") + body.count(b"[") >= MAX_BRACKETS:
             return None
         try:
@@ -146,7 +151,8 @@ class Express:
         if (request.method, version) not in methods.CLIENT_REQUESTS or not _writable(request.id, progress):
             return None
         if isinstance(params, _ListParams):
-            listing = self._listing(version)
+            view = self._tools.options.view if grant is None else grant.view
+            listing = self._listing(version, view)
             return None if listing is None else Taken(request.id, request.method, version, listing=listing)
         if self._tools.options.search or not self._client().settled:
             return None
@@ -170,35 +176,46 @@ class Express:
             self._envelopes[key] = _judged(method, {k: msgspec.json.decode(v) for k, v in meta.items()})
         return self._envelopes[key]
 
-    def _listing(self, version: str) -> msgspec.Raw | None:
+    def _listing(self, version: str, view: View) -> msgspec.Raw | None:
         if not self._tools.can_list_now():
             return None
-        generation, kept = self._tools.generation, self._listings.get(version)
+        generation, kept = self._tools.generation, self._listings.get((version, view))
         if kept is None or kept[0] != generation:
-            entries = self._tools.listing_now(version)
+            entries = self._tools.listing_now(version, view)
             if entries is None:
                 return None
             result: dict[str, Any] = {"tools": entries}
             if version in MODERN_PROTOCOL_VERSIONS:
                 result["resultType"] = "complete"
             shaped = msgspec.Raw(_encode(self._shaped("tools/list", version, result)))
-            kept = self._listings[version] = (generation, shaped)
+            if len(self._listings) >= MAX_LISTINGS:
+                self._listings.clear()
+            kept = self._listings[(version, view)] = (generation, shaped)
         return kept[1]
 
     # ------------------------------------------------------------ answers
 
     async def answer(
-        self, taken: Taken, notify: Notify | None = None, session: str | None = None
+        self,
+        taken: Taken,
+        notify: Notify | None = None,
+        session: str | None = None,
+        grant: Grant | None = None,
     ) -> tuple[bytes, int | None]:
         """The answer to ``taken`` (a JSON-RPC response or error, as bytes) and its error's code (None
         for a result); the server's progress goes to ``notify`` as the host's ``notifications/progress``.
-        ``session``: the HTTP host session it came in (its calls are made as that host)."""
+        ``session``: the HTTP host session it came in (its calls are made as that host); ``grant``: its
+        principal's view and identity (None: the facade's)."""
         counted = (taken.method, taken.version)
         if counted not in self.taken:
             log.debug("%s of protocol %s answered on the fast path", *counted)
         self.taken[counted] = self.taken.get(counted, 0) + 1
         try:
-            result = taken.listing if taken.listing is not None else await self._call(taken, notify, session)
+            result: msgspec.Raw | dict[str, Any]
+            if taken.listing is not None:
+                result = taken.listing
+            else:
+                result = await self._call(taken, notify, session, grant)
         except MCPError as exc:
             error = exc.error.model_dump(by_alias=True, mode="json", exclude_unset=True)
             return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error}), exc.error.code
@@ -211,15 +228,18 @@ class Express:
             return _encode({"jsonrpc": "2.0", "id": taken.id, "error": error}), error["code"]
         return _encode({"jsonrpc": "2.0", "id": taken.id, "result": result}), None
 
-    async def _call(self, taken: Taken, notify: Notify | None, session: str | None) -> dict[str, Any]:
+    async def _call(
+        self, taken: Taken, notify: Notify | None, session: str | None, grant: Grant | None
+    ) -> dict[str, Any]:
         upstream = self._client()
-        name, tool = self._tools.target(upstream, taken.name)
+        view = self._tools.options.view if grant is None else grant.view
+        name, tool = self._tools.target(upstream, taken.name, view)
         progress = None
         if taken.progress is not None and notify is not None:
             progress = _progress(notify, taken.progress)
         try:
             async with upstream.calling(upstream.server_of(name, tool)) as client:
-                host = self._hosts.plain(client, session)
+                host = self._hosts.plain(client, session, grant)
                 result = await self._tools.route(host, name, taken.arguments or {}, progress)
         except SupervisorGone as exc:
             result = error_result(f"UNAVAILABLE: {exc}")

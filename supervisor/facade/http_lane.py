@@ -49,6 +49,7 @@ from mcp.shared.inbound import (
     validate_mcp_param_headers,
 )
 
+from supervisor.facade.access import GRANT
 from supervisor.facade.express import Express, Taken
 from supervisor.facade.guard import ANSWER, GONE
 from supervisor.facade.host_sessions import Sessions, SessionStream
@@ -119,7 +120,9 @@ class FastLane:
         read: list[Message] = []
         body = await read_body(receive, read)
         taken = (
-            None if body is None else self._express.take(body, None if stream is None else headers.version)
+            None
+            if body is None
+            else self._express.take(body, None if stream is None else headers.version, True, scope.get(GRANT))
         )
         if taken is None or not self._agrees(taken, headers):
             if stream is not None and body is not None:
@@ -201,12 +204,12 @@ class FastLane:
         key = None if session is None else (session, str(taken.id))
         try:
             if stream is None:
-                body, code = await self._express.answer(taken)
+                body, code = await self._express.answer(taken, grant=scope.get(GRANT))
             else:
                 assert key is not None
                 self._in_flight[key] = exchange
                 with stream:
-                    body, code = await self._express.answer(taken, session=session)
+                    body, code = await self._express.answer(taken, session=session, grant=scope.get(GRANT))
         except asyncio.CancelledError:
             if not exchange.gone and not exchange.cancelled:
                 raise

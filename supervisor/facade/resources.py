@@ -32,10 +32,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from supervisor.client.errors import SupervisorError
+from supervisor.facade.access import Access, scope_of
 from supervisor.facade.callers import Hosts
 from supervisor.facade.upstream import SupervisorGone
 from supervisor.facade.upstreams import Upstreams
-from supervisor.facade.views import View
 from supervisor.protocol import PromptInfo, ResourceInfo, ResourceTemplateInfo
 
 __all__ = ["Catalog", "complete", "listable", "refusal", "template_pattern"]
@@ -125,11 +125,13 @@ class Catalog:
     """The facade's resources and prompts handlers, and the URI and prompt-name -> server maps they need."""
 
     def __init__(
-        self, view: View, upstream: Callable[[], Upstreams], hosts: Hosts, *, single: str | None = None
+        self, access: Access, upstream: Callable[[], Upstreams], hosts: Hosts, *, single: str | None = None
     ) -> None:
-        """``hosts``: reads and prompts go as the host session's own client (listings are shared);
-        ``single``: the one server whose prompts keep their own names."""
-        self._view = view
+        """``access``: the facade's view, and each request's within it (a gateway client's); ``hosts``:
+        reads and prompts go as the host session's own client (listings are shared); ``single``: the
+        one server whose prompts keep their own names."""
+        self._access = access
+        self._view = access.open.view
         self._single = single
         self._upstream = upstream
         self._hosts = hosts
@@ -201,6 +203,7 @@ class Catalog:
                 }
             )
             for r in await self._resources()
+            if self._shown(ctx, r.server)
         ]
         return complete(
             ctx, {"resources": listable(ctx.protocol_version, "resources/list", resources, self._warned)}
@@ -221,6 +224,7 @@ class Catalog:
                 }
             )
             for t in await self._resource_templates()
+            if self._shown(ctx, t.server)
         ]
         templates = listable(ctx.protocol_version, "resources/templates/list", templates, self._warned)
         return complete(ctx, {"resourceTemplates": templates})
@@ -238,6 +242,7 @@ class Catalog:
                 }
             )
             for p in await self._prompt_infos()
+            if self._shown(ctx, p.server)
         ]
         return complete(
             ctx, {"prompts": listable(ctx.protocol_version, "prompts/list", prompts, self._warned)}
@@ -265,7 +270,7 @@ class Catalog:
     ) -> dict[str, Any]:
         uri = str(params.uri)
         server = await self.server_of_uri(uri)
-        if server is None:
+        if server is None or not self._shown(ctx, server):
             raise MCPError(
                 types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
             )
@@ -276,18 +281,22 @@ class Catalog:
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> dict[str, Any]:
         name = params.name
-        server = await self._server_of_prompt(name)
+        server = await self._server_of_prompt(name, ctx)
         arguments = {key: str(value) for key, value in (params.arguments or {}).items()}
         own = server if self._single else None  # the server's own name, then
         result = await self._fetch(ctx, server, lambda client: client.get_prompt(name, arguments, server=own))
         wire = _omit_none({"description": result.description, "messages": result.messages})
         return _checked(ctx, "prompts/get", wire, server)
 
-    async def _server_of_prompt(self, name: str) -> str:
+    def _shown(self, ctx: ServerRequestContext[Any, Any], server: str) -> bool:
+        """Whether the request of ``ctx`` may see ``server`` (its grant's view)."""
+        return self._access.of(scope_of(ctx)).view.shows_server(server)
+
+    async def _server_of_prompt(self, name: str, ctx: ServerRequestContext[Any, Any]) -> str:
         if self._prompts is None or name not in self._prompts:
             await self._prompt_infos()
         assert self._prompts is not None
-        if name not in self._prompts:
+        if name not in self._prompts or not self._shown(ctx, self._prompts[name]):
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}")
         return self._prompts[name]
 
@@ -300,7 +309,7 @@ class Catalog:
         ref = params.ref
         server: str | None
         if isinstance(ref, types.PromptReference):
-            server = await self._server_of_prompt(ref.name)
+            server = await self._server_of_prompt(ref.name, ctx)
             wire = {"type": "ref/prompt", "name": ref.name}
             named = server if self._single else None  # else the prefixed name says which
         else:
@@ -309,7 +318,7 @@ class Catalog:
             if server is None:
                 await self._resource_templates()
                 server = self._template_servers.get(template)
-            if server is None:
+            if server is None or not self._shown(ctx, server):
                 raise MCPError(types.INVALID_PARAMS, f"Unknown resource template: {template}")
             wire = {"type": "ref/resource", "uri": template}
             named = server
@@ -332,7 +341,7 @@ class Catalog:
         await upstream.wait_first(FIRST_WAIT)
         try:
             async with upstream.calling(server) as client:
-                return await request(self._hosts.client(ctx, client))
+                return await request(self._hosts.client(ctx, client, self._access.of(scope_of(ctx))))
         except SupervisorGone as exc:
             raise MCPError(types.INTERNAL_ERROR, f"UNAVAILABLE: {exc}") from exc
         except SupervisorError as exc:

@@ -28,8 +28,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
 from supervisor.config.gateway import Gateway
+from supervisor.facade.access import GRANT, Access
+from supervisor.facade.admission import admit
+from supervisor.facade.cors import Cors
 from supervisor.facade.credentials import BearerAuth
-from supervisor.facade.guard import ACCEPT_BACKLOG
+from supervisor.facade.guard import ACCEPT_BACKLOG, ANSWER
 from supervisor.facade.handshake import Opening
 from supervisor.facade.host_sessions import session_app
 from supervisor.facade.http_lane import FastLane
@@ -116,8 +119,9 @@ class SameOrigin:
     listener gets 421, one whose ``Origin`` is another site's gets 403, on every address the facade
     listens on (the SDK checks only on 127.0.0.1, localhost and ::1). ``Front`` asks ``refusal``."""
 
-    def __init__(self, hosts: HostCheck) -> None:
+    def __init__(self, hosts: HostCheck, cors: Cors | None = None) -> None:
         self._hosts = hosts
+        self._cors = cors  # origins of other sites whose pages are allowed all the same
         self._verdicts: dict[tuple[bytes, bytes | None], tuple[int, str] | None] = {}  # (Host, Origin) ->
 
     def refusal(self, headers: Mapping[bytes, bytes]) -> tuple[int, str] | None:
@@ -130,12 +134,15 @@ class SameOrigin:
         verdict: tuple[int, str] | None = None
         if not self._hosts.allows(host):
             verdict = 421, f"Host {host!r} does not name this server (--allow-host adds names)"
-        elif origin is not None and not self._same_site(origin):
+        elif origin is not None and not self._same_site(origin) and not self._cors_allows(key[1]):
             verdict = 403, f"Origin {origin!r} is another site's"
         if len(self._verdicts) >= MAX_VERDICTS:
             self._verdicts.clear()
         self._verdicts[key] = verdict
         return verdict
+
+    def _cors_allows(self, origin: bytes | None) -> bool:
+        return self._cors is not None and self._cors.allows(origin)
 
     def _same_site(self, origin: str) -> bool:
         scheme, sep, rest = origin.partition("://")
@@ -169,6 +176,8 @@ def http_app(
     if facade.options.fast:
         facade.session_initialized = sessions.initialized
         app = FastLane(app, facade.express, facade.tools, MCP_PATH, sessions)
+    facade.access.use(gateway)
+    cors = Cors(() if gateway is None else gateway.cors_origins)
     auth = None
     if tokens is not None:
         named = {f"token-{n}": token for n, token in enumerate(tokens, 1)}
@@ -176,22 +185,33 @@ def http_app(
             if entry.token is not None:
                 named[entry.name] = entry.token
         auth = BearerAuth(named)
-    return Front(app, SameOrigin(HostCheck(ListenAddress(host, port), port, allow_hosts)), auth)
+    origin = SameOrigin(HostCheck(ListenAddress(host, port), port, allow_hosts), cors)
+    return Front(app, origin, auth, facade.access, cors)
 
 
 class Front:
-    """The ASGI middleware in front of the app: ``SameOrigin``'s checks, then ``BearerAuth``'s (when
-    given), in that order (Host, Origin, the token), with the request's headers read once and one
-    await frame (each wait and wake of a request's task passes through every frame of its stack); and
-    ``count``, the requests being answered, but the long-lived event streams (GET), and ``last``, when
-    the last of them was answered (``time.monotonic``)."""
+    """The ASGI middleware in front of the app: ``SameOrigin``'s checks, a configured origin's preflight
+    (``Cors``), ``BearerAuth``'s (when given) and the principal's grant (``Access``: 403 when no
+    ``clients`` entry admits it; its limits, 429), in that order, with the request's headers read once
+    and one await frame (each wait and wake of a request's task passes through every frame of its
+    stack); and ``count``, the requests being answered, but the long-lived event streams (GET), and
+    ``last``, when the last of them was answered (``time.monotonic``)."""
 
-    def __init__(self, app: ASGIApp, origin: SameOrigin, auth: BearerAuth | None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        origin: SameOrigin,
+        auth: BearerAuth | None,
+        access: Access | None = None,
+        cors: Cors | None = None,
+    ) -> None:
         self._app = app
         self.count = 0
         self.last = 0.0
         self._origin = origin
         self._auth = auth
+        self._access = access
+        self._cors = cors if cors else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -202,18 +222,37 @@ class Front:
         if refused is not None:
             await _refuse(send, *refused)
             return
+        if self._cors is not None and self._cors.allows(origin := headers.get(b"origin")):
+            assert origin is not None
+            if scope.get("method") == "OPTIONS":
+                await self._cors.preflight(headers, send)
+                return
+            send = self._cors.sending(origin, send)
+            scope["extensions"] = {k: v for k, v in (scope.get("extensions") or {}).items() if k != ANSWER}
+        grant = None
         if self._auth is not None:
             principal = self._auth.principal(headers.get(b"authorization"))
             if principal is None:
                 await self._auth.refuse(send)
                 return
             scope[PRINCIPAL] = principal
+            if self._access is not None:
+                grant = self._access.grant(principal)
+                if grant is None:
+                    await _refuse(
+                        send, 403, f"{principal.name!r} is admitted by none of the gateway's clients"
+                    )
+                    return
+                scope[GRANT] = grant
         if scope.get("method") == "GET":
             await self._app(scope, receive, send)
             return
         self.count += 1
         try:
-            await self._app(scope, receive, send)
+            if grant is not None and grant.limiter is not None and scope.get("method") == "POST":
+                await admit(grant, self._app, scope, receive, send)
+            else:
+                await self._app(scope, receive, send)
         finally:
             self.count -= 1
             self.last = time.monotonic()

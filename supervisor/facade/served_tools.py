@@ -33,11 +33,12 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from supervisor.client.aio import AsyncSupervisorClient
 from supervisor.client.errors import SupervisorError
+from supervisor.facade.access import Access, scope_of
 from supervisor.facade.callers import Hosts
 from supervisor.facade.resources import complete, listable, refusal
 from supervisor.facade.upstream import SupervisorGone
 from supervisor.facade.upstreams import Upstreams
-from supervisor.facade.views import SearchIndex
+from supervisor.facade.views import SearchIndex, View
 from supervisor.protocol import ProgressCallback, ToolInfo, ToolResult
 from supervisor.shared.names import free_name
 
@@ -51,19 +52,24 @@ log = logging.getLogger("mcp_supervisor.facade")
 SEARCH_TOOL: Final = "search_tools"
 CALL_TOOL: Final = "call_tool"
 JSONRPC_ERRORS: Final = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
+MAX_LISTINGS: Final = 256  # (version, view) listings kept
 
 
 class ServedTools:
     """The facade's tool handlers over the supervisor's registry, as ``options`` show it."""
 
-    def __init__(self, options: FacadeOptions, client: Callable[[], Upstreams], hosts: Hosts) -> None:
+    def __init__(
+        self, options: FacadeOptions, client: Callable[[], Upstreams], hosts: Hosts, access: Access
+    ) -> None:
         self.options = options
+        self.access = access  # each request's view and identity (a gateway's clients)
         self._client = client  # the link to the supervisor (set before the facade serves)
         self._hosts = hosts  # each host connection a client of its own, answering its server's requests
         self._generation = 0  # grows with every change of the tools
-        self._listings: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # version -> (generation, tools)
+        # (version, view) -> (generation, tools)
+        self._listings: dict[tuple[str, View], tuple[int, list[dict[str, Any]]]] = {}
         self._warned: set[str] = set()  # tools left out of a listing that were warned about
-        self._index: tuple[int, SearchIndex] | None = None
+        self._index: tuple[int, SearchIndex, View] | None = None  # (generation, index, the view it is of)
         self._originals: tuple[int, dict[str, str]] | None = None  # with single: (version, name -> prefixed)
         self._single_seen: tuple[int, bool] | None = None  # with single: (generation, its tools listed)
         self._schemas: tuple[object, dict[str, dict[str, Any]]] | None = None  # (listing, name -> schema)
@@ -78,6 +84,7 @@ class ServedTools:
         if self.options.search:
             return complete(ctx, {"tools": _SEARCH_TOOLS})
         upstream = self._client()
+        view = self.access.of(scope_of(ctx)).view
         tools = await upstream.tools(self.options.list_wait)
         if not upstream.connected:  # the host hears why it sees no tools (or only the last known ones)
             await _tell_host(
@@ -88,21 +95,21 @@ class ServedTools:
             if missing:
                 log.warning("%s", missing)
                 await _tell_host(ctx, "warning", missing)
-        return complete(ctx, {"tools": self._entries(ctx.protocol_version, tools)})
+        return complete(ctx, {"tools": self._entries(ctx.protocol_version, tools, view)})
 
     @property
     def generation(self) -> int:
         """Grows with every change of the registry's tools (a listing made before is stale)."""
         return self._generation
 
-    def listing_now(self, version: str) -> list[dict[str, Any]] | None:
-        """The listing a host of protocol ``version`` gets, when it can be answered now and with nothing
-        to tell the host (``can_list_now``); else None."""
+    def listing_now(self, version: str, view: View | None = None) -> list[dict[str, Any]] | None:
+        """The listing a host of protocol ``version`` gets through ``view`` (None: the facade's), when it
+        can be answered now and with nothing to tell the host (``can_list_now``); else None."""
         if self.options.search:
             return _SEARCH_TOOLS
         if not self.can_list_now():
             return None
-        return self._entries(version, self._client().listed())
+        return self._entries(version, self._client().listed(), view or self.options.view)
 
     def can_list_now(self) -> bool:
         """Whether a listing can be answered now, with nothing to tell the host: a supervisor listed,
@@ -122,15 +129,17 @@ class ServedTools:
             seen = self._single_seen = (self._generation, listed)
         return seen[1]
 
-    def _entries(self, version: str, tools: list[ToolInfo]) -> list[dict[str, Any]]:
-        kept = self._listings.get(version)
+    def _entries(self, version: str, tools: list[ToolInfo], view: View) -> list[dict[str, Any]]:
+        kept = self._listings.get((version, view))
         if kept is None or kept[0] != self._generation:
             single = self.options.single is not None
-            entries = [_tool_entry(tool, single) for tool in self.options.view.select(tools)]
+            entries = [_tool_entry(tool, single) for tool in view.select(tools)]
             entries = listable(
                 version, "tools/list", entries, self._warned
             )  # less what this host cannot take
-            kept = self._listings[version] = (self._generation, entries)
+            if len(self._listings) >= MAX_LISTINGS:
+                self._listings.clear()
+            kept = self._listings[(version, view)] = (self._generation, entries)
         return kept[1]
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -147,9 +156,10 @@ class ServedTools:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name, arguments = params.name, params.arguments or {}
+        grant = self.access.of(scope_of(ctx))
         if self.options.search:
             if name == SEARCH_TOOL:
-                return await self._search(arguments)
+                return await self._search(arguments, grant.view)
             if name != CALL_TOOL:
                 raise MCPError(
                     types.INVALID_PARAMS, f"Unknown tool: {name} (tools: {SEARCH_TOOL}, {CALL_TOOL})"
@@ -157,7 +167,7 @@ class ServedTools:
             name, arguments = _call_by_name(arguments)
         upstream = self._client()
         await upstream.wait_reached(self.options.list_wait)
-        name, tool = self.target(upstream, name)
+        name, tool = self.target(upstream, name, grant.view)
         progress = _progress_to(ctx) if _wants_progress(ctx.params) else None
 
         async def routed(host: AsyncSupervisorClient) -> types.CallToolResult:
@@ -166,17 +176,17 @@ class ServedTools:
 
         try:
             async with upstream.calling(upstream.server_of(name, tool)) as client:
-                return await self._hosts.call(ctx, params, client, routed)
+                return await self._hosts.call(ctx, params, client, routed, grant)
         except SupervisorGone as exc:
             return _error_result(f"UNAVAILABLE: {exc}")
 
-    def target(self, upstream: Upstreams, name: str) -> tuple[str, ToolInfo | None]:
-        """The registry's name of the tool a host calls ``name``, and its entry; ``MCPError`` when this
-        facade does not show it."""
+    def target(self, upstream: Upstreams, name: str, view: View) -> tuple[str, ToolInfo | None]:
+        """The registry's name of the tool a host calls ``name``, and its entry; ``MCPError`` when
+        ``view`` (the facade's, or a gateway client's within it) does not show it."""
         if self.options.single is not None:
             name = self._prefixed(upstream, self.options.single, name)
         tool = upstream.find(name)
-        if not self.options.view.may_call(name, tool):
+        if not view.may_call(name, tool):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
         return name, tool
 
@@ -235,17 +245,17 @@ class ServedTools:
             )
         return wire
 
-    async def _search(self, arguments: Mapping[str, Any]) -> types.CallToolResult:
+    async def _search(self, arguments: Mapping[str, Any], view: View) -> types.CallToolResult:
         query, limit = arguments.get("query"), arguments.get("limit", self.options.search_limit)
         if not isinstance(query, str) or not query.strip():
             raise MCPError(types.INVALID_PARAMS, f"{SEARCH_TOOL}: 'query' must be a non-empty string")
         if type(limit) is not int or not 1 <= limit <= 100:
             raise MCPError(types.INVALID_PARAMS, f"{SEARCH_TOOL}: 'limit' must be an integer from 1 to 100")
         upstream = self._client()
-        tools = self.options.view.select(await upstream.tools(self.options.list_wait))
+        tools = view.select(await upstream.tools(self.options.list_wait))
         index = self._index
-        if index is None or index[0] != self._generation:
-            index = self._index = (self._generation, SearchIndex.build(tools))
+        if index is None or index[0] != self._generation or index[2] != view:
+            index = self._index = (self._generation, SearchIndex.build(tools), view)
         hits = index[1].search(query, limit)
         found = [{**_tool_entry(hit.tool), "score": round(hit.score, 3)} for hit in hits]
         if not upstream.connected and not found:

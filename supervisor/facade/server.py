@@ -53,6 +53,7 @@ from pydantic import ValidationError
 
 from supervisor import __version__
 from supervisor.client.errors import SupervisorError
+from supervisor.facade.access import Access
 from supervisor.facade.callers import Hosts
 from supervisor.facade.express import Express
 from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
@@ -123,8 +124,9 @@ class Facade:
         self._tasks: anyio.abc.TaskGroup | None = None  # the facade's own background tasks
         self._untold = Change()  # changes noted and not told to hosts yet
         self._wake = anyio.Event()  # set when there are
-        self.tools = ServedTools(options, self._client, self._hosts)
-        self._catalog = Catalog(options.view, self._client, self._hosts, single=options.single)
+        self.access = Access(options.view)  # what each principal may see and call (a gateway's clients)
+        self.tools = ServedTools(options, self._client, self._hosts, self.access)
+        self._catalog = Catalog(self.access, self._client, self._hosts, single=options.single)
         self.relay = Relay(lambda: self._heard, self._forget, self._bus, single=options.single)
         self._listen_handler = ListenHandler(self._bus)
         self._listens = itertools.count(1)  # keys of 2026-07-28 listen streams (negative: no session)

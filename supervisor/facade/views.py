@@ -24,16 +24,28 @@ __all__ = ["Hit", "SearchIndex", "View"]
 @dataclass(frozen=True, slots=True)
 class View:
     """``servers``: only these servers (None: all); ``tools``: only tools whose prefixed name matches
-    one of these globs (none: all)."""
+    one of these globs (none: all); ``within``: and only what that view shows (a gateway client's view
+    within the facade's)."""
 
     servers: frozenset[str] | None = None
     tools: tuple[str, ...] = ()
+    within: View | None = None
+
+    def narrowed(self, servers: frozenset[str] | None, tools: tuple[str, ...]) -> View:
+        """What this view shows of ``servers`` and ``tools`` (as a view's own)."""
+        if servers is None and not tools:
+            return self
+        return View(servers, tools, self)
 
     def shows_server(self, server: str) -> bool:
+        if self.within is not None and not self.within.shows_server(server):
+            return False
         return self.servers is None or server in self.servers
 
     def shows(self, tool: ToolInfo) -> bool:
-        if not self.shows_server(tool.server):
+        if self.within is not None and not self.within.shows(tool):
+            return False
+        if not (self.servers is None or tool.server in self.servers):
             return False
         return not self.tools or matches_any(tool.name, self.tools)
 
@@ -42,6 +54,8 @@ class View:
         none now (its server restarting, say: the supervisor then answers why)."""
         if tool is not None:
             return self.shows(tool)
+        if self.within is not None and not self.within.may_call(name, None):
+            return False
         if self.tools and not matches_any(name, self.tools):
             return False
         return self.servers is None or server_of(name, self.servers) is not None
