@@ -185,7 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--http {args.http}: cannot listen: {exc}", ExitCode.USAGE) from exc
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    auth = "bearer tokens" if tokens else "NO authentication"
+    auth = "NO authentication" if tokens is None else "bearer tokens"
     print(f"LISTENING http://{shown}:{bound_port}{MCP_PATH} ({auth})", file=sys.stderr, flush=True)
     if tokens is None:
         logging.getLogger("mcp_supervisor.facade").warning("serving without authentication (--no-auth)")

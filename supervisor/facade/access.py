@@ -70,8 +70,8 @@ class Limiter:
         """Why a call was refused ``retry`` seconds before it may be made again."""
         per_minute, concurrent = self.limits.calls_per_minute, self.limits.concurrent
         if concurrent is not None and self.in_flight >= concurrent and retry == 1.0:
-            return f"{concurrent} calls in flight already (the limit)"
-        return f"{per_minute} calls in the last minute already (the limit); retry in {retry:.1f} s"
+            return f"{_calls(concurrent)} in flight already (the limit)"
+        return f"{_calls(per_minute or 0)} in the last minute already (the limit); retry in {retry:.1f} s"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -172,3 +172,7 @@ def scope_of(ctx: Any) -> dict[str, Any] | None:
     """The ASGI scope of the HTTP request an SDK handler's context ``ctx`` came in (None over stdio)."""
     scope = getattr(getattr(ctx, "request", None), "scope", None)
     return scope if isinstance(scope, dict) else None
+
+
+def _calls(count: int) -> str:
+    return "1 call" if count == 1 else f"{count} calls"

@@ -182,13 +182,15 @@ async def stdio_host(
 class HttpFacade:
     """``mcp-supervisor serve --http 127.0.0.1:0``, its port read from its LISTENING line."""
 
-    def __init__(self, tmp: Path, endpoint: str, token: str | None, *args: str) -> None:
+    def __init__(self, tmp: Path, endpoint: str, token: str | None, *args: str, no_auth: bool = True) -> None:
+        """``token`` in ``$MCP_SUPERVISOR_TOKEN``; without one, ``--no-auth`` unless ``no_auth`` is False
+        (the arguments then say how requests authenticate)."""
         self.stderr_path = tmp / f"facade-http-{len(list(tmp.glob('facade-http-*')))}.log"
         env = {**os.environ}
         env.pop("MCP_SUPERVISOR_TOKEN", None)
         if token is not None:
             env["MCP_SUPERVISOR_TOKEN"] = token
-        auth = [] if token is not None else ["--no-auth"]
+        auth = ["--no-auth"] if token is None and no_auth else []
         with self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(
                 facade_argv(endpoint, "serve", "--http", "127.0.0.1:0", "--log-level", "info", *auth, *args),
