@@ -132,6 +132,7 @@ class AccessTokens:
         self._keep(digest, found, until)
         if isinstance(found, Refusal):
             raise TokenRefused(found)
+        log.debug("the access token of %r (%s) is accepted", _shown(found.name), found.via)
         return self._scoped(found)
 
     def _keep(self, digest: bytes, verdict: Principal | Refusal, until: float) -> None:

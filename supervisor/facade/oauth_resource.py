@@ -56,7 +56,11 @@ def _quoted(text: str) -> str:
 class ProtectedResource:
     """The protected resource of ``settings`` (whose ``resource`` is filled in: ``for_listener``)."""
 
-    def __init__(self, settings: OAuthResource, mcp_path: str = "/mcp") -> None:
+    def __init__(
+        self, settings: OAuthResource, mcp_path: str = "/mcp", http: httpx2.AsyncClient | None = None
+    ) -> None:
+        """``http``: the client to ask the authorization server with (default: one of its own, made at
+        the first need, on the running event loop)."""
         if settings.resource is None:
             raise ValueError("the protected resource needs its resource URL (OAuthResource.for_listener)")
         self.settings = settings
@@ -73,7 +77,7 @@ class ProtectedResource:
             }
         )
         self.document = document.model_dump_json(exclude_none=True).encode()
-        self._client: httpx2.AsyncClient | None = None
+        self._client = http
         self.tokens = AccessTokens(settings, self._http)
 
     def _http(self) -> httpx2.AsyncClient:
