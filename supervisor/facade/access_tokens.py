@@ -154,17 +154,15 @@ class AccessTokens:
 
     async def _verify(self, token: str) -> Principal:
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
-            raise _invalid("malformed JWT: its header is not a JSON object") from None
+            header = jwt.get_unverified_header(token)  # a JSON object, whose kid, if any, is a string
+        except jwt.PyJWTError as exc:  # PyJWT's messages say what is wrong and quote nothing of the token
+            raise _invalid(f"malformed JWT: {_shown(exc, 120)}") from None
         algorithm, kid = header.get("alg"), header.get("kid")
         if not isinstance(algorithm, str) or algorithm.lower() == "none":
             raise _invalid("the token is unsigned (alg none)")
         if algorithm not in self._settings.algorithms:
             allowed = ", ".join(self._settings.algorithms)
             raise _invalid(f"the token's algorithm {_shown(algorithm)} is not accepted (accepted: {allowed})")
-        if kid is not None and not isinstance(kid, str):
-            raise _invalid("malformed JWT: its kid is not a string")
         try:
             keys = await self.keys.keys_for(kid, algorithm)
         except KeysUnavailable as exc:
