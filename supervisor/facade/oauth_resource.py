@@ -101,7 +101,7 @@ class ProtectedResource:
         try:
             return await self.tokens.principal(token)
         except TokenRefused as refused:
-            log.info("access token refused (%d): %s", refused.refusal.status, refused.refusal.description)
+            log.debug("access token refused (%d): %s", refused.refusal.status, refused.refusal.description)
             return refused.refusal
         except Exception as exc:  # the boundary: no token, however made, answers 500
             log.warning("an access token could not be checked (%s); refused", type(exc).__name__)
