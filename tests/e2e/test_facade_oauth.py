@@ -96,6 +96,8 @@ async def test_an_sdk_host_finds_the_authorization_server_from_the_401_and_calls
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata_url(facade.url)}"'
     assert refused.json()["resource_metadata"] == metadata_url(facade.url)
+    elsewhere = httpx2.get(metadata_url(facade.url), headers={"host": "rebound.example.com"}, timeout=10)
+    assert elsewhere.status_code == 421  # the Host check applies to the metadata too
     for where in (metadata_url(facade.url), metadata_url(facade.url).removesuffix("/mcp")):
         document = httpx2.get(where, timeout=10).json()  # no credentials needed
         assert document == {
