@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -172,6 +173,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the registry as an MCP server over streamable HTTP at http://HOST:PORT/mcp."""
     import anyio
 
+    from supervisor.config.model import ConfigError
     from supervisor.facade.run import MCP_PATH, bind, serve_http
 
     _logging(args.log_level)
@@ -186,6 +188,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     auth = "NO authentication" if tokens is None else "bearer tokens"
+    if gateway is not None and gateway.oauth is not None:
+        try:  # the resource's URL, when not given, is the listener's (on loopback only)
+            oauth = gateway.oauth.for_listener(bound_host, bound_port, gateway.path)
+        except ConfigError as exc:
+            sock.close()
+            raise CliError(f"--gateway {exc}", ExitCode.USAGE) from exc
+        gateway = replace(gateway, oauth=oauth)
+        auth = f"OAuth access tokens of {oauth.issuer}" + (" and bearer tokens" if tokens else "")
     print(f"LISTENING http://{shown}:{bound_port}{MCP_PATH} ({auth})", file=sys.stderr, flush=True)
     if tokens is None:
         logging.getLogger("mcp_supervisor.facade").warning("serving without authentication (--no-auth)")
@@ -314,7 +324,10 @@ def add_facade_parsers(
         help="serve the registry as one MCP server over streamable HTTP (for agents elsewhere)",
         description="Serve the supervisor's registry as one MCP server over streamable HTTP at "
         "http://HOST:PORT/mcp, for agents on other machines or in containers. Every request needs "
-        f"'Authorization: Bearer TOKEN' with a token from --token-file or ${TOKEN_ENV}.",
+        f"'Authorization: Bearer TOKEN' with a token from --token-file or ${TOKEN_ENV}, or, when the "
+        "--gateway file has an oauth block, an OAuth access token its authorization server issued for "
+        "this server (the server is then an OAuth protected resource, with its metadata at "
+        "/.well-known/oauth-protected-resource/mcp, and needs no --token-file).",
     )
     serve.add_argument(
         "--http",

@@ -32,13 +32,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import msgspec
 
 from supervisor.config.expansion import expand_vars
 from supervisor.config.json_input import Malformed, decode_json, escape, with_position
 from supervisor.config.model import ConfigError
+from supervisor.config.oauth_resource import OAuthBlock, OAuthResource, OAuthSettingsError, oauth_resource
 
 __all__ = ["ClientEntry", "Gateway", "GatewayError", "Limits", "load_gateway", "parse_gateway"]
 
@@ -73,7 +74,7 @@ class _Cors(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
-    oauth: dict[str, Any] | None = None
+    oauth: OAuthBlock | None = None
     groups_claim: str = "groups"
     cors: _Cors = _Cors()
     clients: list[_Client] | None = None
@@ -108,10 +109,11 @@ class ClientEntry:
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
-    """A parsed gateway file; ``oauth`` is its ``oauth`` block as written (None: no OAuth), parsed by the
-    protected resource's settings; ``clients`` None: no ``clients`` block (everyone sees everything)."""
+    """A parsed gateway file; ``oauth``: the facade as an OAuth protected resource (None: no OAuth;
+    ``supervisor.config.oauth_resource``); ``clients`` None: no ``clients`` block (everyone sees
+    everything)."""
 
-    oauth: Mapping[str, Any] | None = None
+    oauth: OAuthResource | None = None
     groups_claim: str = "groups"
     cors_origins: tuple[str, ...] = ()
     clients: tuple[ClientEntry, ...] | None = None
@@ -143,12 +145,16 @@ def parse_gateway(data: bytes, where: str, environ: Mapping[str, str], folder: P
         raise GatewayError(f"{where}: not JSON: {with_position(str(exc), data)}") from None
     if not raw.groups_claim:
         raise GatewayError(f"{where}: groupsClaim is empty")
+    try:
+        oauth = None if raw.oauth is None else oauth_resource(raw.oauth, where, environ, folder)
+    except OAuthSettingsError as exc:
+        raise GatewayError(str(exc)) from None
     origins = tuple(_origin(origin, where) for origin in raw.cors.origins)
     clients = None
     if raw.clients is not None:
         clients = tuple(_client(entry, i, where, environ, folder) for i, entry in enumerate(raw.clients))
         _unique(clients, where)
-    return Gateway(raw.oauth, raw.groups_claim, origins, clients, where)
+    return Gateway(oauth, raw.groups_claim, origins, clients, where)
 
 
 def _client(

@@ -36,6 +36,7 @@ from supervisor.facade.access import Access, scope_of
 from supervisor.facade.callers import Hosts
 from supervisor.facade.upstream import SupervisorGone
 from supervisor.facade.upstreams import Upstreams
+from supervisor.facade.views import View
 from supervisor.protocol import PromptInfo, ResourceInfo, ResourceTemplateInfo
 
 __all__ = ["Catalog", "complete", "listable", "refusal", "template_pattern"]
@@ -135,7 +136,7 @@ class Catalog:
         self._single = single
         self._upstream = upstream
         self._hosts = hosts
-        self._uris: dict[str, str] | None = None  # URI -> server, as last listed
+        self._uris: dict[str, list[str]] | None = None  # URI -> the servers that list it, as last listed
         self._templates: list[tuple[re.Pattern[str], str]] | None = None  # pattern -> server
         self._template_servers: dict[str, str] = {}  # URI template -> server (the first to list it)
         self._prompts: dict[str, str] | None = None  # the name hosts see -> server
@@ -149,9 +150,11 @@ class Catalog:
 
     async def _resources(self) -> list[ResourceInfo]:
         entries = [r for r in await self._list("resources") if self._view.shows_server(r.server)]
-        uris: dict[str, str] = {}
+        uris: dict[str, list[str]] = {}
         for entry in entries:
-            uris.setdefault(entry.uri, entry.server)
+            servers = uris.setdefault(entry.uri, [])
+            if entry.server not in servers:
+                servers.append(entry.server)
         self._uris = uris
         return entries
 
@@ -250,17 +253,20 @@ class Catalog:
 
     # ------------------------------------------------------------ reads
 
-    async def server_of_uri(self, uri: str) -> str | None:
-        """The server that lists ``uri``, or has a template it fits (None: none does)."""
+    async def server_of_uri(self, uri: str, view: View | None = None) -> str | None:
+        """The first server ``view`` (None: the facade's) shows that lists ``uri``, or has a template it
+        fits (None: none does)."""
+        shown = (view or self._view).shows_server
         for attempt in range(2):  # what was listed before, else list again
             if self._uris is None or attempt:
                 await self._resources()
             if self._templates is None or attempt:
                 await self._resource_templates()
             assert self._uris is not None and self._templates is not None
-            server = self._uris.get(uri)
+            server = next((s for s in self._uris.get(uri, ()) if shown(s)), None)
             if server is None:
-                server = next((s for pattern, s in self._templates if pattern.fullmatch(uri)), None)
+                fits = (s for pattern, s in self._templates if shown(s) and pattern.fullmatch(uri))
+                server = next(fits, None)
             if server is not None:
                 return server
         return None
@@ -269,8 +275,8 @@ class Catalog:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> dict[str, Any]:
         uri = str(params.uri)
-        server = await self.server_of_uri(uri)
-        if server is None or not self._shown(ctx, server):
+        server = await self.server_of_uri(uri, self._access.of(scope_of(ctx)).view)
+        if server is None:
             raise MCPError(
                 types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
             )

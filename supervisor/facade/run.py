@@ -8,7 +8,9 @@ Over stdio, stdout is the protocol: logs go to stderr, and the facade ends when 
 stdin; a line the SDK's transport cannot read is answered all the same (``supervisor.facade.pipes``).
 Over HTTP,
 every request needs ``Authorization: Bearer <token>`` with one of the tokens (compared in constant
-time), unless told to run without; the port is bound to 127.0.0.1 unless another host is named.
+time), or, with a gateway file's ``oauth`` block, an OAuth access token its authorization server
+issued for this server (``supervisor.facade.oauth_resource``), unless told to run without; the port is
+bound to 127.0.0.1 unless another host is named.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from types import FrameType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
@@ -38,13 +40,16 @@ from supervisor.facade.host_sessions import session_app
 from supervisor.facade.http_lane import FastLane
 from supervisor.facade.launch import Launcher
 from supervisor.facade.pipes import Answers, Unanswered, claimed_stdio, sift
-from supervisor.facade.principal import PRINCIPAL
+from supervisor.facade.principal import PRINCIPAL, Principal
 from supervisor.facade.server import Facade, FacadeOptions
 from supervisor.facade.stdio_lane import StdioLane
 from supervisor.facade.upstreams import Upstreams
 from supervisor.security.keys import Keys
 from supervisor.shared.address import HostCheck, ListenAddress
 from supervisor.shared.federation import Member
+
+if TYPE_CHECKING:
+    from supervisor.facade.oauth_resource import ProtectedResource
 
 __all__ = ["MCP_PATH", "BearerAuth", "Front", "SameOrigin", "bind", "http_app", "serve_http", "serve_stdio"]
 
@@ -167,8 +172,9 @@ def http_app(
 ) -> Front:
     """The SDK's streamable HTTP app for ``facade`` at ``/mcp``, behind ``SameOrigin`` (the hosts this
     listener answers to: its address, loopback names on loopback, ``allow_hosts``) and ``BearerAuth``
-    with ``tokens`` (and the tokens of ``gateway``'s clients), in one ``Front`` that counts the requests in
-    flight."""
+    with ``tokens`` (and the tokens of ``gateway``'s clients) and, with ``gateway``'s ``oauth``, the
+    protected resource that checks access tokens, in one ``Front`` that counts the requests in flight.
+    ``tokens`` None: no authentication at all."""
     host, port = sock.getsockname()[:2]
     ours = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # SameOrigin does it, everywhere
     app: ASGIApp
@@ -178,30 +184,39 @@ def http_app(
         app = FastLane(app, facade.express, facade.tools, MCP_PATH, sessions)
     facade.access.use(gateway)
     cors = Cors(() if gateway is None else gateway.cors_origins)
-    auth = None
+    auth = oauth = None
     if tokens is not None:
         named = {f"token-{n}": token for n, token in enumerate(tokens, 1)}
         for entry in gateway.clients or () if gateway is not None else ():
             if entry.token is not None:
                 named[entry.name] = entry.token
-        auth = BearerAuth(named)
+        auth = BearerAuth(named) if named else None
+    if tokens is not None and gateway is not None and gateway.oauth is not None:
+        from supervisor.facade.oauth_resource import ProtectedResource  # only with OAuth: PyJWT, crypto
+
+        oauth = ProtectedResource(gateway.oauth.for_listener(host, port), MCP_PATH)
+    if tokens is not None and auth is None and oauth is None:
+        raise ValueError("bearer authentication needs at least one token, or OAuth")
     origin = SameOrigin(HostCheck(ListenAddress(host, port), port, allow_hosts), cors)
-    return Front(app, origin, auth, facade.access, cors)
+    return Front(app, origin, auth, oauth, facade.access, cors)
 
 
 class Front:
     """The ASGI middleware in front of the app: ``SameOrigin``'s checks, a configured origin's preflight
-    (``Cors``), ``BearerAuth``'s (when given) and the principal's grant (``Access``: 403 when no
-    ``clients`` entry admits it; its limits, 429), in that order, with the request's headers read once
-    and one await frame (each wait and wake of a request's task passes through every frame of its
-    stack); and ``count``, the requests being answered, but the long-lived event streams (GET), and
-    ``last``, when the last of them was answered (``time.monotonic``)."""
+    (``Cors``), then the credentials: a static token of ``BearerAuth`` (when given), else an access
+    token of the ``oauth`` protected resource (when given), whose metadata paths it answers without
+    credentials; then the principal's grant (``Access``: 403 when no ``clients`` entry admits it; its
+    limits, 429). The request's headers are read once, in one await frame (each wait and wake of a
+    request's task passes through every frame of its stack); ``count`` is the requests being
+    answered, but the long-lived event streams (GET), and ``last``, when the last of them was answered
+    (``time.monotonic``). Neither ``auth`` nor ``oauth``: no authentication."""
 
     def __init__(
         self,
         app: ASGIApp,
         origin: SameOrigin,
         auth: BearerAuth | None,
+        oauth: ProtectedResource | None = None,
         access: Access | None = None,
         cors: Cors | None = None,
     ) -> None:
@@ -210,6 +225,7 @@ class Front:
         self.last = 0.0
         self._origin = origin
         self._auth = auth
+        self.oauth = oauth
         self._access = access
         self._cors = cors if cors else None
 
@@ -229,10 +245,21 @@ class Front:
                 return
             send = self._cors.sending(origin, send)
             scope["extensions"] = {k: v for k, v in (scope.get("extensions") or {}).items() if k != ANSWER}
+        if self.oauth is not None and scope["path"] in self.oauth.metadata_paths:
+            await self.oauth.send_metadata(scope.get("method", "GET"), send)
+            return
         grant = None
-        if self._auth is not None:
-            principal = self._auth.principal(headers.get(b"authorization"))
-            if principal is None:
+        if self._auth is not None or self.oauth is not None:
+            header = headers.get(b"authorization")
+            principal = None if self._auth is None else self._auth.principal(header)
+            if principal is None and self.oauth is not None:
+                verdict = await self.oauth.verify(header)
+                if not isinstance(verdict, Principal):
+                    await self.oauth.refuse(send, verdict)
+                    return
+                principal = verdict
+            elif principal is None:
+                assert self._auth is not None
                 await self._auth.refuse(send)
                 return
             scope[PRINCIPAL] = principal
@@ -345,5 +372,10 @@ async def serve_http(
     async with anyio.create_task_group() as tasks:
         await tasks.start(facade.tell_hosts)
         await tasks.start(upstream.run)
-        await server.serve(sockets=[sock])
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            if app.oauth is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(DRAIN_GRACE):
+                    await app.oauth.aclose()
         tasks.cancel_scope.cancel()

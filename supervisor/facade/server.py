@@ -53,7 +53,7 @@ from pydantic import ValidationError
 
 from supervisor import __version__
 from supervisor.client.errors import SupervisorError
-from supervisor.facade.access import Access
+from supervisor.facade.access import Access, scope_of
 from supervisor.facade.callers import Hosts
 from supervisor.facade.express import Express
 from supervisor.facade.handshake import INSTRUCTIONS, SERVER_NAME
@@ -290,11 +290,11 @@ class Facade:
     ) -> dict[str, Any]:
         key = host_key(ctx)
         self._heard.setdefault(key, ctx.session)
-        await self._subscribe_to(key, str(params.uri))
+        await self._subscribe_to(key, str(params.uri), self.access.of(scope_of(ctx)).view)
         return complete(ctx, {})
 
-    async def _subscribe_to(self, key: int, uri: str) -> None:
-        server = await self._catalog.server_of_uri(uri)
+    async def _subscribe_to(self, key: int, uri: str, view: View | None = None) -> None:
+        server = await self._catalog.server_of_uri(uri, view)
         if server is None:
             raise MCPError(
                 types.INVALID_PARAMS, f"Resource not found: no server lists {uri!r} or a template it fits"
@@ -310,7 +310,7 @@ class Facade:
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> dict[str, Any]:
         uri = str(params.uri)
-        server = await self._catalog.server_of_uri(uri)
+        server = await self._catalog.server_of_uri(uri, self.access.of(scope_of(ctx)).view)
         if server is not None and self.relay.unsubscribe(host_key(ctx), server, uri):
             try:
                 await self._client().unsubscribe(server, uri)
@@ -323,9 +323,10 @@ class Facade:
     ) -> types.SubscriptionsListenResult:
         """A 2026-07-28 host's listen stream: its resource URIs subscribed to while it lasts."""
         key = -next(self._listens)  # never a connection's key: updates reach it by the bus only
+        view = self.access.of(scope_of(ctx)).view
         try:
             for uri in params.notifications.resource_subscriptions or ():
-                await self._subscribe_to(key, uri)
+                await self._subscribe_to(key, uri, view)
             return await self._listen_handler(ctx, params)
         finally:
             with anyio.CancelScope(shield=True):

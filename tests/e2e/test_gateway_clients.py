@@ -34,7 +34,7 @@ ERAS = ["legacy", "auto"]
 ORIGIN = "https://console.example.com"
 TOKENS = {
     name: f"{name}-{secrets.token_hex(8)}"
-    for name in ("alice", "bob", "carol", "dave", "erin", "frank", "loose")
+    for name in ("alice", "bob", "carol", "dave", "erin", "frank", "ursula", "loose")
 }
 
 
@@ -65,6 +65,7 @@ def gateway_file(tmp: Path) -> Path:
         {"name": "carol", "token": TOKENS["carol"], "servers": ["shell"], "identity": "session"},
         {"name": "dave", "token": TOKENS["dave"], "servers": ["t"], "limits": {"concurrent": 1}},
         {"name": "erin", "token": TOKENS["erin"], "servers": ["shell"], "identity": "entry"},
+        {"name": "ursula", "token": TOKENS["ursula"], "servers": ["u"]},
     ]
     path = tmp / "gateway.json"
     path.write_text(json.dumps({"clients": clients, "cors": {"origins": [ORIGIN]}}))
@@ -152,6 +153,10 @@ async def test_resources_and_prompts_follow_the_servers_of_the_view(facade: Http
             await carol.read_resource(uri)
         with pytest.raises(MCPError, match="Unknown prompt"):
             await carol.get_prompt(sorted(alice_prompts)[0], {})
+    # t and u both list the document: each client reads it from the server of its own view
+    async with host(facade, "ursula") as ursula:
+        read = await ursula.read_resource(uri)
+        assert "document readme" in json.dumps(read.model_dump(mode="json"))
 
 
 async def test_a_client_past_its_calls_per_minute_gets_429_while_another_is_served(

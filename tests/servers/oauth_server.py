@@ -8,7 +8,17 @@ bearer middleware), so the OAuth behaviour is the SDK's; only the store of clien
 is written here.
 
 Run it as ``python -m tests.servers.oauth_server [--port 0] [--token-lifetime 3600] [--scopes "mcp:basic"]
-[--sse]`` (``--sse``: the legacy SSE transport at ``/sse`` and ``/messages/`` instead of ``/mcp``).
+[--sse] [--jwt] [--any-resource] [--subject SUB] [--groups A,B] [--introspection-client ID:SECRET]``:
+    --sse           the legacy SSE transport at ``/sse`` and ``/messages/`` instead of ``/mcp``
+    --jwt           access tokens are RS256 JWTs (``iss``, ``sub``, ``aud``, ``exp``, ``iat``, ``scope``,
+                    ``client_id``, ``jti``, ``groups``; header ``kid``), else opaque random strings
+    --any-resource  issue tokens for any RFC 8707 ``resource`` a client asks for (their ``aud``), not
+                    only for this server's own ``/mcp`` (as the authorization server of another resource)
+    --subject SUB   every token's ``sub``; by default the client's registered ``client_name``, else its
+                    ``client_id``
+    --groups A,B    a ``groups`` claim (a list) in every token
+    --introspection-client ID:SECRET
+                    the HTTP Basic credentials of ``/introspect`` (default introspector:introspector-secret)
 It binds 127.0.0.1 (port 0: a free port) and, once listening, prints ``LISTENING http://127.0.0.1:PORT``
 on stdout. SIGTERM or SIGINT stops it (exit status 0).
 
@@ -19,7 +29,10 @@ Endpoints (``BASE`` is ``http://127.0.0.1:PORT``, both the issuer and the resour
     /.well-known/oauth-protected-resource/mcp
                          RFC 9728 metadata: resource BASE/mcp, authorization_servers [BASE]
     /.well-known/oauth-authorization-server
-                         RFC 8414 metadata
+                         RFC 8414 metadata (the SDK's, with ``jwks_uri`` and ``introspection_endpoint``)
+    /jwks                the public key that signs the JWTs (RFC 7517), ``kid`` "test-key-1"
+    /introspect          RFC 7662 introspection of the tokens issued or minted (HTTP Basic, see above):
+                         ``active``, ``iss``, ``sub``, ``aud``, ``exp``, ``iat``, ``scope``, ``client_id``
     /register            RFC 7591 dynamic client registration
     /authorize           auto-approves: 302 to the redirect_uri with ``code`` and ``state``
                          (after checking client_id, redirect_uri and the S256 code_challenge)
@@ -28,6 +41,11 @@ Endpoints (``BASE`` is ``http://127.0.0.1:PORT``, both the issuer and the resour
     /revoke              RFC 7009 revocation
     POST /test/revoke    revoke every access and refresh token issued so far
     POST /test/expire    expire every current access token now (their refresh tokens still work)
+    POST /test/mint      a token made to order, for refusal tests: JSON ``{"aud", "sub", "scope",
+                         "expires_in" (negative: expired), "not_before_in", "iss", "alg" ("none": unsigned),
+                         "key" ("other": signed by a key not in /jwks, under the same kid), "kid",
+                         "omit" (claims left out), "groups", "opaque" (true: an opaque token for
+                         /introspect)}``, each optional; answers ``{"access_token": ...}``
     GET  /test/stats     {"authorizations", "token_requests", "refreshes", "refresh_failures",
                          "unauthorized", "calls"}: codes issued, /token requests, refresh_token grants
                          answered 200 / with an error, 401s from /mcp, tools/call requests
@@ -39,7 +57,9 @@ token the call was made with.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import json
 import math
 import re
 import secrets
@@ -50,7 +70,9 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
+import jwt
 import uvicorn
+from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
@@ -70,6 +92,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+KID = "test-key-1"  # the kid of the key that signs the JWTs
+INTROSPECTOR = "introspector:introspector-secret"  # /introspect's HTTP Basic credentials, by default
 CODE_LIFETIME = 300  # seconds an authorization code stays usable
 S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")  # BASE64URL(SHA256(verifier)) without padding
 STAT_NAMES = ("authorizations", "token_requests", "refreshes", "refresh_failures", "unauthorized", "calls")
@@ -81,17 +105,79 @@ class TimedAccessToken(AccessToken):
     deadline: float
 
 
+class Issuing:
+    """How tokens are made: JWTs or opaque, for which resources, with which ``sub`` and ``groups``."""
+
+    def __init__(
+        self,
+        issuer: str,
+        jwt_tokens: bool = False,
+        any_resource: bool = False,
+        subject: str | None = None,
+        groups: list[str] | None = None,
+    ) -> None:
+        self.issuer = issuer
+        self.jwt = jwt_tokens
+        self.any_resource = any_resource
+        self.subject = subject
+        self.groups = groups
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # in no JWKS
+
+    def jwks(self) -> dict[str, Any]:
+        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        return {"keys": [public | {"kid": KID, "alg": "RS256", "use": "sig"}]}
+
+    def claims(
+        self, client_id: str, subject: str, scopes: list[str], resource: str, exp: float
+    ) -> dict[str, Any]:
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": self.issuer,
+            "sub": subject,
+            "aud": resource,
+            "exp": math.ceil(exp),
+            "iat": now,
+            "scope": " ".join(scopes),
+            "client_id": client_id,
+            "jti": secrets.token_hex(8),
+        }
+        if self.groups is not None:
+            claims["groups"] = self.groups
+        return claims
+
+    def sign(
+        self, claims: dict[str, Any], alg: str = "RS256", other_key: bool = False, kid: str = KID
+    ) -> str:
+        if alg == "none":
+            return _unsigned(claims)
+        key = self.other_key if other_key else self.key
+        return jwt.encode(claims, key, algorithm=alg, headers={"kid": kid})
+
+
+def _unsigned(claims: dict[str, Any]) -> str:
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}."
+
+
 class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken, TimedAccessToken]):
     """Clients, codes and tokens in dicts; approves every authorization request it is given."""
 
-    def __init__(self, resource: str, token_lifetime: int, stats: dict[str, int]) -> None:
+    def __init__(
+        self, resource: str, token_lifetime: int, stats: dict[str, int], issuing: Issuing | None = None
+    ) -> None:
         self.resource = resource
         self.token_lifetime = token_lifetime
         self.stats = stats
+        self.issuing = issuing or Issuing(resource.rsplit("/", 1)[0])
+        self.scopes: list[str] = []  # what a minted token has when its order names none
         self.clients: dict[str, OAuthClientInformationFull] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access_tokens: dict[str, TimedAccessToken] = {}
         self.refresh_tokens: dict[str, RefreshToken] = {}
+        self.introspected: dict[str, dict[str, Any]] = {}  # token -> what /introspect says of it
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -104,9 +190,10 @@ class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, Refre
         # The SDK has checked client_id, redirect_uri, scope and code_challenge_method=S256 already.
         if not S256_CHALLENGE.fullmatch(params.code_challenge):
             raise AuthorizeError("invalid_request", "code_challenge is not an S256 challenge")
-        if params.resource not in (None, self.resource):
+        if params.resource not in (None, self.resource) and not self.issuing.any_resource:
             raise AuthorizeError("invalid_target", f"unknown resource {params.resource}")
         assert client.client_id is not None
+        subject = self.issuing.subject or client.client_name or client.client_id
         code = AuthorizationCode(
             code=secrets.token_urlsafe(32),
             # No scope asked for: the scopes the client registered with (RFC 6749 §3.3 lets a server default).
@@ -116,7 +203,8 @@ class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, Refre
             code_challenge=params.code_challenge,
             redirect_uri=params.redirect_uri,
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
-            resource=self.resource,
+            resource=params.resource or self.resource,
+            subject=subject,
         )
         self.codes[code.code] = code
         self.stats["authorizations"] += 1
@@ -132,7 +220,8 @@ class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, Refre
     ) -> OAuthToken:
         if self.codes.pop(authorization_code.code, None) is None:  # single use
             raise TokenError("invalid_grant", "authorization code was already used")
-        return self._issue(authorization_code.client_id, authorization_code.scopes)
+        code = authorization_code
+        return self._issue(code.client_id, code.scopes, code.resource, code.subject)
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
@@ -144,7 +233,7 @@ class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, Refre
     ) -> OAuthToken:
         if self.refresh_tokens.pop(refresh_token.token, None) is None:  # rotation: each is used once
             raise TokenError("invalid_grant", "refresh token was already used")
-        return self._issue(refresh_token.client_id, scopes)
+        return self._issue(refresh_token.client_id, scopes, refresh_token.resource, refresh_token.subject)
 
     async def load_access_token(self, token: str) -> TimedAccessToken | None:
         access = self.access_tokens.get(token)
@@ -154,20 +243,30 @@ class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, Refre
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
 
-    def _issue(self, client_id: str, scopes: list[str]) -> OAuthToken:
+    def _issue(
+        self, client_id: str, scopes: list[str], resource: str | None = None, subject: str | None = None
+    ) -> OAuthToken:
         deadline = time.time() + self.token_lifetime
+        resource = resource or self.resource
+        claims = self.issuing.claims(client_id, subject or client_id, scopes, resource, deadline)
         access = TimedAccessToken(
-            token=secrets.token_urlsafe(32),
+            token=self.issuing.sign(claims) if self.issuing.jwt else secrets.token_urlsafe(32),
             client_id=client_id,
             scopes=scopes,
             expires_at=math.ceil(deadline),
-            resource=self.resource,
+            resource=resource,
+            subject=claims["sub"],
             deadline=deadline,
         )
         refresh = RefreshToken(
-            token=secrets.token_urlsafe(32), client_id=client_id, scopes=scopes, resource=self.resource
+            token=secrets.token_urlsafe(32),
+            client_id=client_id,
+            scopes=scopes,
+            resource=resource,
+            subject=claims["sub"],
         )
         self.access_tokens[access.token] = access
+        self.introspected[access.token] = claims
         self.refresh_tokens[refresh.token] = refresh
         return OAuthToken(
             access_token=access.token,
@@ -179,6 +278,43 @@ class InMemoryProvider(OAuthAuthorizationServerProvider[AuthorizationCode, Refre
     def revoke_all(self) -> None:
         self.access_tokens.clear()
         self.refresh_tokens.clear()
+        self.introspected.clear()
+
+    def introspect(self, token: str) -> dict[str, Any]:
+        """RFC 7662's answer about ``token``: its claims while it is live, else ``{"active": false}``."""
+        claims = self.introspected.get(token)
+        access = self.access_tokens.get(token)
+        live = claims is not None and time.time() < claims.get("exp", math.inf)
+        if access is not None:  # an issued token: expired or revoked as the provider says
+            live = live and time.time() < access.deadline
+        if claims is None or not live:
+            return {"active": False}
+        return {"active": True, "token_type": "Bearer", **claims}
+
+    def mint(self, order: dict[str, Any]) -> str:
+        """A token made to ``order`` (see /test/mint)."""
+        lifetime = float(order.get("expires_in", self.token_lifetime))
+        claims = self.issuing.claims(
+            str(order.get("client_id", "minted-client")),
+            str(order.get("sub", "minted")),
+            str(order.get("scope", " ".join(self.scopes))).split(),
+            order.get("aud", self.resource),
+            time.time() + lifetime,
+        )
+        if "iss" in order:
+            claims["iss"] = order["iss"]
+        if "not_before_in" in order:
+            claims["nbf"] = int(time.time() + float(order["not_before_in"]))
+        if "groups" in order:
+            claims["groups"] = order["groups"]
+        for name in order.get("omit", ()):
+            claims.pop(name, None)
+        if order.get("opaque"):
+            token = secrets.token_urlsafe(32)
+            self.introspected[token] = claims
+            return token
+        alg, other = str(order.get("alg", "RS256")), order.get("key") == "other"
+        return self.issuing.sign(claims, alg, other, str(order.get("kid", KID)))
 
     def expire_all(self) -> None:
         now = time.time()
@@ -242,12 +378,53 @@ async def _buffered(receive: Receive) -> tuple[Receive, bytes]:
     return replay, body
 
 
-def build_app(base_url: str, token_lifetime: int, scopes: list[str], sse: bool = False) -> ASGIApp:
+class MoreMetadata:
+    """ASGI middleware adding ``more`` to the SDK's authorization server metadata (which knows no JWKS
+    and no introspection)."""
+
+    def __init__(self, app: ASGIApp, more: dict[str, Any]) -> None:
+        self.app = app
+        self.more = more
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/.well-known/oauth-authorization-server":
+            await self.app(scope, receive, send)
+            return
+        start: Message = {}
+        body = b""
+
+        async def keep(message: Message) -> None:
+            nonlocal start, body
+            if message["type"] == "http.response.start":
+                start = message
+            else:
+                body += message.get("body", b"")
+
+        await self.app(scope, receive, keep)
+        if start.get("status") == 200:
+            body = json.dumps(json.loads(body) | self.more).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def build_app(
+    base_url: str,
+    token_lifetime: int,
+    scopes: list[str],
+    sse: bool = False,
+    issuing: Issuing | None = None,
+    introspector: str = INTROSPECTOR,
+) -> ASGIApp:
     """The whole server as one ASGI app: authorization server, MCP server and test-control routes;
-    with ``sse``, the MCP server is the legacy SSE transport at ``/sse`` instead of ``/mcp``."""
+    with ``sse``, the MCP server is the legacy SSE transport at ``/sse`` instead of ``/mcp``; ``issuing``:
+    how tokens are made (default: opaque, for this server's resource only); ``introspector``: the
+    ``ID:SECRET`` that ``/introspect`` needs."""
     resource = f"{base_url}/sse" if sse else f"{base_url}/mcp"
     stats = dict.fromkeys(STAT_NAMES, 0)
-    provider = InMemoryProvider(resource, token_lifetime, stats)
+    provider = InMemoryProvider(resource, token_lifetime, stats, issuing or Issuing(base_url))
+    provider.scopes = scopes
+    introspector_header = "Basic " + base64.b64encode(introspector.encode()).decode()
 
     async def count_calls(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call":
@@ -299,13 +476,34 @@ def build_app(base_url: str, token_lifetime: int, scopes: list[str], sse: bool =
     async def test_stats(request: Request) -> Response:
         return JSONResponse(stats)
 
+    async def test_mint(request: Request) -> Response:
+        return JSONResponse({"access_token": provider.mint(await request.json())})
+
+    async def jwks(request: Request) -> Response:
+        return JSONResponse(provider.issuing.jwks())
+
+    async def introspect(request: Request) -> Response:
+        if not secrets.compare_digest(request.headers.get("authorization", ""), introspector_header):
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        form = await request.form()
+        token = form.get("token")
+        if not isinstance(token, str):
+            return JSONResponse(
+                {"error": "invalid_request", "error_description": "no token"}, status_code=400
+            )
+        return JSONResponse(provider.introspect(token))
+
     # Routes without auth. custom_route is an untyped decorator, so it is applied as a plain call.
     mcp.custom_route("/test/revoke", methods=["POST"])(test_revoke)
     mcp.custom_route("/test/expire", methods=["POST"])(test_expire)
     mcp.custom_route("/test/stats", methods=["GET"])(test_stats)
+    mcp.custom_route("/test/mint", methods=["POST"])(test_mint)
+    mcp.custom_route("/jwks", methods=["GET"])(jwks)
+    mcp.custom_route("/introspect", methods=["POST"])(introspect)
 
     app = mcp.sse_app() if sse else mcp.streamable_http_app(host="127.0.0.1")
-    return HttpCounters(app, stats)
+    more = {"jwks_uri": f"{base_url}/jwks", "introspection_endpoint": f"{base_url}/introspect"}
+    return MoreMetadata(HttpCounters(app, stats), more)
 
 
 class Server(uvicorn.Server):
@@ -334,6 +532,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--token-lifetime", type=int, default=3600, help="access token lifetime in seconds")
     parser.add_argument("--scopes", default="mcp:basic", help="space-separated scopes clients get and need")
     parser.add_argument("--sse", action="store_true", help="serve MCP over legacy SSE at /sse, not at /mcp")
+    parser.add_argument("--jwt", action="store_true", help="access tokens are RS256 JWTs (else opaque)")
+    parser.add_argument("--any-resource", action="store_true", help="issue tokens for any RFC 8707 resource")
+    parser.add_argument(
+        "--subject", help="every token's sub (default: the client's client_name, or client_id)"
+    )
+    parser.add_argument("--groups", help="a groups claim, comma-separated")
+    parser.add_argument("--introspection-client", default=INTROSPECTOR, metavar="ID:SECRET")
     args = parser.parse_args(argv)
 
     # IPPROTO_TCP, not 0: uvicorn sets TCP_NODELAY only on sockets made so, and without it Nagle's
@@ -342,7 +547,12 @@ def main(argv: list[str] | None = None) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     port = sock.getsockname()[1]
-    app = build_app(f"http://127.0.0.1:{port}", args.token_lifetime, args.scopes.split(), args.sse)
+    base_url = f"http://127.0.0.1:{port}"
+    groups = None if args.groups is None else [group for group in args.groups.split(",") if group]
+    issuing = Issuing(base_url, args.jwt, args.any_resource, args.subject, groups)
+    app = build_app(
+        base_url, args.token_lifetime, args.scopes.split(), args.sse, issuing, args.introspection_client
+    )
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
     Server(config).run(sockets=[sock])
 
