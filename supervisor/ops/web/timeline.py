@@ -67,7 +67,7 @@ def classify(event: StateChanged, restarts_before: int | None) -> tuple[Kind, st
         return "ready", restarted
     if state == "needs-login":
         return "login", why
-    return "state", f"{previous} -> {state}"
+    return "state", f"{previous} → {state}"
 
 
 class Timeline:
