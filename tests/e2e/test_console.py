@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.client.errors import ToolExecutionError
+from supervisor.client.errors import SupervisorError, ToolExecutionError
 from tests.e2e.browser import (
     CHROMEDRIVER,
     NARROW,
@@ -355,3 +355,21 @@ def test_the_timeline_has_each_servers_first_start(console: tuple[SupervisorProc
     assert all(set(event) == {"time", "server", "kind", "detail"} for event in events)
     assert abs(times[0] - time.time()) < 600
     assert sup.process.poll() is None
+
+
+def test_a_reload_and_a_rejected_one_are_on_the_timeline(console: tuple[SupervisorProcess, int]) -> None:
+    sup, port = console
+    summary = sup.client.reload()  # the same file: applied, nothing changed
+    assert summary.changed == [] and summary.removed == []
+    text = sup.config.read_text()
+    sup.config.write_text("{ not json")
+    try:
+        with pytest.raises(SupervisorError):
+            sup.client.reload()
+    finally:
+        sup.config.write_text(text)
+    status, body = request_json(port, "GET", "/api/timeline")
+    reloads = [event for event in body["events"] if event["kind"] == "reload"]
+    assert status == 200 and [event["server"] for event in reloads] == ["", ""]
+    assert reloads[0]["detail"].startswith("rejected: ") and reloads[1]["detail"] == "applied"
+    sup.wait_states(alpha="ready", beta="ready")
