@@ -31,7 +31,7 @@ function clock(unix, seconds) {  // a time of day, local
   return new Date(unix * 1000).toLocaleTimeString([], options);
 }
 
-function plural(count, word) { return count + " " + word + (count === 1 ? "" : "s"); }
+function plural(count, word, many) { return count + " " + (count === 1 ? word : many || word + "s"); }
 
 function element(tag, className, text) {
   const made = document.createElement(tag);

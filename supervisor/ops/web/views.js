@@ -252,7 +252,7 @@ async function loadIdentities() {
     table.hidden = false;
     state.dataset.audit = "yes";
     const active = identities.filter((one) => one.active).length;
-    state.textContent = plural(identities.length, "identity").replace("identitys", "identities") + ", " + active + " active";
+    state.textContent = plural(identities.length, "identity", "identities") + ", " + active + " active";
   } catch (error) {
     state.textContent = "could not load the identities: " + error;
   }
