@@ -6,67 +6,26 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.browser import CHROMEDRIVER, cell, chromium, needs_chromium, open_page, wait_for
 from tests.e2e.harness import SupervisorProcess, stdio_test_server
 from tests.e2e.web import listening
 
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM = Path("/usr/bin/chromium")
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not CHROMEDRIVER.exists(),
-        reason="no /usr/bin/chromedriver (tests/run.sh installs Debian's chromium and chromium-driver)",
-    ),
-]
+pytestmark = [pytest.mark.e2e, needs_chromium]
 
 Start = Callable[..., SupervisorProcess]
-PAGE_TIMEOUT = 30.0  # seconds for any one thing the page should show
-
 
 if CHROMEDRIVER.exists():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
-    from selenium.webdriver.support.ui import WebDriverWait
 
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
-        driver.set_page_load_timeout(PAGE_TIMEOUT)
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-
-
-def cell(driver: WebDriver, server: str, column: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, f'tr[data-server="{server}"] td.{column}').text)
-
-
-def wait_for(driver: WebDriver, what: str, check: Callable[[WebDriver], object]) -> None:
-    WebDriverWait(driver, PAGE_TIMEOUT, poll_frequency=0.05).until(check, f"the page to show {what}")
-
-
-def open_page(driver: WebDriver, port: int, servers: list[str]) -> None:
-    driver.get(f"http://127.0.0.1:{port}/")
-    for server in servers:
-        wait_for(driver, f"{server} ready", lambda d, s=server: cell(d, s, "state") == "ready")
-    rows = driver.find_elements(By.CSS_SELECTOR, "#servers tr")
-    assert [row.get_attribute("data-server") for row in rows] == servers
-    wait_for(driver, "the event stream live", lambda d: d.find_element(By.ID, "live").text == "live")
-    driver.execute_script("window.notReloaded = true;")
 
 
 def test_the_page_shows_every_server_and_follows_a_killed_worker_live(

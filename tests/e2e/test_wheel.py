@@ -116,7 +116,8 @@ def test_the_wheel_holds_every_module_and_data_file_and_no_tests(installed: Inst
     }
     assert expected - names == set()
     assert any(name.endswith(".html") for name in expected)  # the status page: a data file
-    assert {"supervisor/py.typed", "supervisor/ops/web/page.html"} <= names  # typed; the status page
+    console = {f"supervisor/ops/web/{name}" for name in ("page.html", "page.css", "page.js", "views.js")}
+    assert {"supervisor/py.typed", *console} <= names  # typed; the console's page and its files
     packaged = {name for name in names if ".dist-info/" not in name}
     assert packaged - expected == set()  # nothing else: no tests, no config, no benchmarks
     assert not [name for name in names if name.startswith("tests/")]

@@ -103,7 +103,7 @@ def test_window_memory_is_bounded_whatever_the_calls(calls: list[tuple[int, floa
 def test_rate_over_less_than_a_minute_divides_by_the_time_measured() -> None:
     calls = ServerCalls(since=100.0)
     for i in range(20):
-        calls.observe("ok", 0.003, 100.0 + i / 2)  # 20 calls over 10 s
+        calls.observe("ok", 0.003, 100.0 + i / 2, 1e9 + i / 2)  # 20 calls over 10 s
     per_second, p50, p99 = calls.recent(110.0)
     assert per_second == pytest.approx(2.0)
     assert p50 is not None and 0.002 < p50 <= 0.005

@@ -1,30 +1,33 @@
-"""The call meter: each server's tool calls by outcome, their latency, and the last minute of them.
+"""The call meter: each server's tool calls by outcome, their latency, the last minute and the last hour.
 
 Above: the call table (``supervisor.daemon.call_table``), which tells the meter of every tool call it settles
 (``answered`` or ``failed``) with the time it was sent, while a meter is attached (the HTTP listener
-is on); the Prometheus collector and the status page, which read the figures. Below: nothing (pure
-code: the clock is passed in, ``trio.current_time`` in the supervisor).
+is on); the Prometheus collector and the status page, which read the figures. Below: the hour of
+history (``supervisor.ops.metrics.history``) and the latency buckets (``supervisor.ops.metrics.latency``);
+pure code: the clocks are passed in, ``trio.current_time`` and ``time.time`` in the supervisor.
 
-Cost on the hot path, per call: one dict lookup, a ``bisect`` over the bucket bounds, a few int
-additions; a result's ``is_error`` flag is read by a decoder that skips every other field. Memory is
-bounded whatever the call rate: per server, one histogram and a ring of 60 one-second histograms.
+Cost on the hot path, per call: one dict lookup, a ``bisect`` over the bucket bounds, a read of the
+wall clock, a few int additions; a result's ``is_error`` flag is read by a decoder that skips every
+other field. Memory is bounded whatever the call rate: per server, one histogram, a ring of 60
+one-second histograms and one of 60 one-minute histograms.
 Figures of servers that are gone are dropped by ``keep``.
 """
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import Final
 
 import msgspec
 
+from supervisor.ops.metrics.history import BUCKET, CallHistory, Series, bucket_end, empty_series
+from supervisor.ops.metrics.latency import BOUNDS, quantile
 from supervisor.protocol import ERROR_CODES, ErrorCode
 
-__all__ = ["BOUNDS", "OUTCOMES", "WINDOW", "CallMeter", "LatencyWindow", "ServerCalls", "quantile"]
+__all__ = ["BOUNDS", "OUTCOMES", "WINDOW", "CallMeter", "History", "LatencyWindow", "ServerCalls", "quantile"]
 
-BOUNDS: Final = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0)
-"""Upper bounds of the latency buckets, in seconds (a last bucket, +Inf, takes the rest)."""
 OUTCOMES: Final = ("ok", *sorted(ERROR_CODES))
 """How a call ended: ``ok``, ``TOOL_ERROR`` (a result with ``isError``), or its error code."""
 WINDOW: Final = 60  # seconds the status page's rates and percentiles look back
@@ -79,29 +82,10 @@ class LatencyWindow:
         return sums
 
 
-def quantile(q: float, counts: Sequence[int], bounds: Sequence[float] = BOUNDS) -> float | None:
-    """The ``q`` quantile of bucket ``counts`` (one more than ``bounds``: the last is +Inf), linearly
-    interpolated within its bucket as Prometheus's ``histogram_quantile`` does; None for no counts.
-    A quantile in the +Inf bucket is the last bound."""
-    total = sum(counts)
-    if not total:
-        return None
-    rank = q * total
-    below = 0
-    for bucket, count in enumerate(counts):
-        if count and below + count >= rank:
-            if bucket == len(bounds):
-                return bounds[-1]
-            lower = bounds[bucket - 1] if bucket else 0.0
-            return lower + (bounds[bucket] - lower) * (rank - below) / count
-        below += count
-    return bounds[-1]
-
-
 class ServerCalls:
     """One server's tool calls since it was first measured: counts by outcome, and latency."""
 
-    __slots__ = ("buckets", "outcomes", "since", "sum", "window")
+    __slots__ = ("buckets", "history", "outcomes", "since", "sum", "window")
 
     def __init__(self, since: float) -> None:
         self.since = since  # when it was first measured (the rate's span is at most WINDOW from here)
@@ -109,13 +93,17 @@ class ServerCalls:
         self.buckets = [0] * (len(BOUNDS) + 1)  # per bucket, not cumulative; the last is +Inf
         self.sum = 0.0  # seconds, over every call
         self.window = LatencyWindow()
+        self.history = CallHistory()
 
-    def observe(self, outcome: str, seconds: float, now: float) -> None:
+    def observe(self, outcome: str, seconds: float, now: float, wall: float) -> None:
+        """A call that ended ``outcome`` after ``seconds``, at ``now`` (the meter's clock) and ``wall``
+        (seconds since the epoch)."""
         bucket = bisect_left(BOUNDS, seconds)  # the first bound >= seconds (Prometheus's ``le``)
         self.outcomes[outcome] += 1
         self.buckets[bucket] += 1
         self.sum += seconds
         self.window.add(bucket, now)
+        self.history.add(bucket, outcome != "ok", wall)
 
     def recent(self, now: float) -> tuple[float, float | None, float | None]:
         """Calls per second, p50 and p99 (seconds; None without calls) over the last minute."""
@@ -127,9 +115,11 @@ class ServerCalls:
 class CallMeter:
     """Every server's ``ServerCalls``; the call table's ``CallMeter``."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
-        """``clock``: the clock the call table stamps calls with (``trio.current_time``)."""
+    def __init__(self, clock: Callable[[], float], wall: Callable[[], float] = time.time) -> None:
+        """``clock``: the clock the call table stamps calls with (``trio.current_time``); ``wall``: the
+        time of day, which the history's buckets follow."""
         self._clock = clock
+        self._wall = wall
         self.servers: dict[str, ServerCalls] = {}
 
     def answered(self, server: str, started: float, result: msgspec.Raw) -> None:
@@ -143,7 +133,7 @@ class CallMeter:
         calls = self.servers.get(server)
         if calls is None:
             calls = self.servers[server] = ServerCalls(now)
-        calls.observe(outcome, now - started, now)
+        calls.observe(outcome, now - started, now, self._wall())
 
     def keep(self, servers: Collection[str]) -> None:
         """Forget the figures of servers not among ``servers`` (removed by a reload)."""
@@ -154,3 +144,20 @@ class CallMeter:
         """``server``'s calls per second, p50 and p99 over the last minute (no calls: 0, None, None)."""
         calls = self.servers.get(server)
         return (0.0, None, None) if calls is None else calls.recent(self._clock())
+
+    def history(self, servers: Collection[str]) -> History:
+        """The last hour of each of ``servers`` (one without calls: empty buckets)."""
+        wall = self._wall()
+        series = {}
+        for name in servers:
+            calls = self.servers.get(name)
+            series[name] = empty_series() if calls is None else calls.history.series(wall)
+        return History(bucket=BUCKET, end=bucket_end(wall), servers=series)
+
+
+class History(msgspec.Struct, frozen=True, kw_only=True):
+    """``/api/history``: every server's buckets, oldest first, the last ending at ``end``."""
+
+    bucket: int  # seconds per bucket
+    end: int  # when the last bucket (the current one, still filling) ends, in seconds since the epoch
+    servers: dict[str, Series]

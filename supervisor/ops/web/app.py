@@ -1,12 +1,18 @@
-"""The listener's paths: the page, the metrics, the status as JSON, the live feed, and the controls.
+"""The listener's paths: the console, the metrics, the status as JSON, the live feed, and the controls.
 
 Above: the HTTP server (``supervisor.ops.web.http``), which hands every whole request to ``App.handle``.
 Below: a ``Backend`` (``supervisor.ops.web.site`` reads a running supervisor): what the paths show and do.
 
-    GET  /                                   the status page (one static file; no external requests)
+    GET  /                                   the console (one static page, its script and style
+    GET  /page.css, /page.js, /views.js        files; no build step, no external requests)
     GET  /metrics                            Prometheus text exposition
     GET  /api/status                         every server's status row, with its last minute of calls
-    GET  /events                             Server-Sent Events: state, registry, stats (every second)
+    GET  /api/history                        every server's last hour of calls, errors, p50, p99
+    GET  /api/timeline                       crashes, restarts, stops, starts, reloads: newest first
+    GET  /api/servers/NAME                   one server's status row, tools and recent log lines
+    GET  /api/audit?since=&identity=&tool=&limit=   the audit trail's records, newest first
+    GET  /api/identities                     who has called, per identity (from the audit trail)
+    GET  /events                             Server-Sent Events: state, registry, timeline, stats
     GET  /healthz                            200 ``ok`` while the event loop answers (liveness)
     GET  /readyz                             200 ``ok`` once ready, else 503 saying why (readiness)
     POST /api/servers/NAME/restart|stop|start  as ``mcp-supervisor restart|stop|start NAME``
@@ -32,6 +38,7 @@ import msgspec
 
 from supervisor.ops.web.feed import Subscription
 from supervisor.ops.web.http import Request, Response, Streaming
+from supervisor.ops.web.query import QueryError, audit_query
 from supervisor.shared.address import HostCheck
 
 __all__ = ["ACTIONS", "CONTROL_HEADER", "CONTROL_VALUE", "Action", "App", "Backend"]
@@ -44,15 +51,35 @@ _JSON: Final = "application/json"
 _PAGE_HEADERS: Final = (
     (
         "content-security-policy",
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
         "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
     ),
     ("x-frame-options", "DENY"),
     ("referrer-policy", "no-referrer"),
+    ("x-content-type-options", "nosniff"),
 )
+_STATIC: Final = {  # the page's files (package data), by path
+    "/": ("page.html", "text/html; charset=utf-8"),
+    "/index.html": ("page.html", "text/html; charset=utf-8"),
+    "/page.css": ("page.css", "text/css; charset=utf-8"),
+    "/page.js": ("page.js", "text/javascript; charset=utf-8"),
+    "/views.js": ("views.js", "text/javascript; charset=utf-8"),
+}
 _GET_PATHS: Final = frozenset(
-    {"/", "/index.html", "/metrics", "/api/status", "/events", "/healthz", "/readyz"}
+    {
+        *_STATIC,
+        "/metrics",
+        "/api/status",
+        "/api/history",
+        "/api/timeline",
+        "/api/audit",
+        "/api/identities",
+        "/events",
+        "/healthz",
+        "/readyz",
+    }
 )
+_NO_AUDIT: Final = "no audit trail"
 _OK: Final = b"ok\n"
 _TEXT: Final = "text/plain; charset=utf-8"
 
@@ -90,6 +117,31 @@ class Backend(Protocol):
         """A live feed for one client; None when too many have one."""
         ...
 
+    def history(self) -> bytes:
+        """``/api/history`` as JSON: ``{"bucket", "end", "servers": {NAME: {"calls", "errors", "p50",
+        "p99"}}}``, each list a bucket, oldest first."""
+        ...
+
+    def timeline(self) -> bytes:
+        """``/api/timeline`` as JSON: ``{"events": [{"time", "server", "kind", "detail"}]}``, newest first."""
+        ...
+
+    def server(self, name: str) -> bytes | str:
+        """``/api/servers/NAME`` as JSON (``server``, ``status``, ``tools``, ``logs``); or, for a name no
+        server has, why not."""
+        ...
+
+    def audit(
+        self, since: float | None, identity: str | None, tool: str | None, limit: int
+    ) -> dict[str, Any] | None:
+        """``/api/audit``: the audit trail's newest ``limit`` records of the last ``since`` seconds (None:
+        any age), of ``identity``, of tools matching the glob ``tool``; None without an audit trail."""
+        ...
+
+    def identities(self) -> dict[str, Any] | None:
+        """``/api/identities``: every identity the audit trail has seen; None without an audit trail."""
+        ...
+
 
 class App:
     """Answers each request from its method and path."""
@@ -105,17 +157,26 @@ class App:
         if request.method == "POST":
             return self._post(request)
         if request.method not in ("GET", "HEAD"):
-            if request.path in _GET_PATHS or _control(request.path) is not None:
+            if request.path in _GET_PATHS or _control(request.path) or _server(request.path):
                 return _error(HTTPStatus.METHOD_NOT_ALLOWED, f"{request.method} is not allowed here")
             return _not_found(request.path)
+        if request.path in _STATIC:
+            name, content_type = _STATIC[request.path]
+            return Response(200, _static(name), content_type, _PAGE_HEADERS)
         match request.path:
-            case "/" | "/index.html":
-                return Response(200, _page(), "text/html; charset=utf-8", _PAGE_HEADERS)
             case "/metrics":
                 body, content_type = self._backend.metrics(request.headers.get("accept", ""))
                 return Response(200, body, content_type)
             case "/api/status":
                 return Response(200, self._backend.status(), _JSON)
+            case "/api/history":
+                return Response(200, self._backend.history(), _JSON)
+            case "/api/timeline":
+                return Response(200, self._backend.timeline(), _JSON)
+            case "/api/audit":
+                return self._audit(request)
+            case "/api/identities":
+                return _found(self._backend.identities())
             case "/healthz":
                 return Response(200, _OK, _TEXT)
             case "/readyz":
@@ -128,7 +189,27 @@ class App:
             case _:
                 if _control(request.path) is not None:
                     return _error(HTTPStatus.METHOD_NOT_ALLOWED, "the controls take POST")
+                server = _server(request.path)
+                if server is not None:
+                    return self._server(server)
                 return _not_found(request.path)
+
+    def _server(self, encoded: str) -> Response:
+        try:
+            name = unquote(encoded, errors="strict")
+        except UnicodeDecodeError:
+            return _error(HTTPStatus.BAD_REQUEST, "the server name is not UTF-8")
+        answer = self._backend.server(name)
+        if isinstance(answer, str):
+            return _error(HTTPStatus.NOT_FOUND, answer)
+        return Response(200, answer, _JSON)
+
+    def _audit(self, request: Request) -> Response:
+        try:
+            query = audit_query(request.query)
+        except QueryError as exc:
+            return _error(HTTPStatus.BAD_REQUEST, str(exc))
+        return _found(self._backend.audit(query.since, query.identity, query.tool, query.limit))
 
     def _events(self, request: Request) -> Response | Streaming:
         if request.method == "HEAD":
@@ -141,7 +222,7 @@ class App:
     def _post(self, request: Request) -> Response:
         control = _control(request.path)
         if control is None:
-            if request.path in _GET_PATHS:
+            if request.path in _GET_PATHS or _server(request.path) is not None:
                 return _error(HTTPStatus.METHOD_NOT_ALLOWED, "POST is only for the controls")
             return _not_found(request.path)
         if not self._backend.controls():
@@ -182,6 +263,21 @@ def _control(path: str) -> tuple[str, Action] | None:
     return None if action is None else (parts[3], action)
 
 
+def _server(path: str) -> str | None:
+    """NAME of ``/api/servers/NAME`` (still percent-encoded), else None."""
+    parts = path.split("/")
+    if len(parts) != 4 or parts[:3] != ["", "api", "servers"] or not parts[3]:
+        return None
+    return parts[3]
+
+
+def _found(answer: dict[str, Any] | None) -> Response:
+    """An audit trail's answer; 404 when there is no audit trail."""
+    if answer is None:
+        return _error(HTTPStatus.NOT_FOUND, _NO_AUDIT)
+    return Response(200, msgspec.json.encode(answer), _JSON)
+
+
 def _error(status: int, message: str) -> Response:
     return Response(status, msgspec.json.encode({"error": message}), _JSON)
 
@@ -192,5 +288,5 @@ def _not_found(path: str) -> Response:
 
 
 @cache
-def _page() -> bytes:
-    return importlib.resources.files("supervisor.ops.web").joinpath("page.html").read_bytes()
+def _static(name: str) -> bytes:
+    return importlib.resources.files("supervisor.ops.web").joinpath(name).read_bytes()

@@ -57,6 +57,7 @@ class Request:
     path: str  # the target before any "?", as sent (percent-encoded, ASCII)
     headers: dict[str, str]  # lower-case names; repeated ones joined with ", "
     body: bytes
+    query: str = ""  # the target after its first "?", as sent (percent-encoded); "" for none
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +200,8 @@ class HttpServer:
             else:
                 return None
         target = event.target.decode("ascii")  # h11 lets only visible ASCII through
-        path = target.split("?", 1)[0]
-        return Request(event.method.decode("ascii"), path, headers, bytes(body))
+        path, _, query = target.partition("?")
+        return Request(event.method.decode("ascii"), path, headers, bytes(body), query)
 
     # ------------------------------------------------------------ writing
 

@@ -8,8 +8,13 @@ call table, and starts ``serve`` in its nursery before the supervisor's own task
 and the listener's parts (``supervisor.ops.web``: the server, the paths, the live feed).
 
 The live feed gets every ``StateChanged`` and ``RegistryChanged`` as the supervisor publishes it,
-and every ``STATS_INTERVAL`` the whole status (the rows, with each server's calls per second, p50
-and p99 over the last minute), while anyone listens.
+each timeline entry as it is made (``timeline``), and every ``STATS_INTERVAL`` the whole status (the
+rows, with each server's calls per second, p50 and p99 over the last minute), while anyone listens.
+The timeline (``supervisor.ops.web.timeline``) is kept whether anyone listens or not, from the same
+events and from the end of every reload.
+
+The audit views read the supervisor's audit trail through its ``audit`` attribute (``query`` and
+``identities``), when it has one; without, they answer None (the paths: 404 "no audit trail").
 """
 
 from __future__ import annotations
@@ -27,12 +32,16 @@ from supervisor.daemon.core import Supervisor
 from supervisor.ops.metrics.collector import Sample, ServerSample, SupervisorCollector
 from supervisor.ops.metrics.meter import CallMeter
 from supervisor.ops.web.app import Action, App
+from supervisor.ops.web.detail import LOG_LINES, detail
 from supervisor.ops.web.feed import Feed, Subscription
 from supervisor.ops.web.http import HttpServer
+from supervisor.ops.web.timeline import Entry, Timeline
 from supervisor.protocol import (
     Done,
     ErrorReply,
     Event,
+    GetLogs,
+    LogLines,
     RegistryChanged,
     Restart,
     Start,
@@ -91,6 +100,7 @@ class Site:
             HostCheck(self.address, self.port, supervisor.config.settings.status_hosts),
         )
         supervisor.watch_events(backend.event)
+        supervisor.watch_reloads(backend)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(self._socket))
         async with trio.open_nursery() as nursery:
             await nursery.start(HttpServer(App(backend).handle).serve, listener)
@@ -106,6 +116,7 @@ class _Backend:
         self._meter = meter
         self.hosts = hosts
         self.feed = Feed()
+        self._timeline = Timeline()
         self._registry = CollectorRegistry()
         self._registry.register(SupervisorCollector(self.sample, meter))
 
@@ -168,11 +179,58 @@ class _Backend:
     def subscribe(self) -> Subscription | None:
         return self.feed.subscribe()
 
+    def history(self) -> bytes:
+        servers = self._supervisor.servers
+        self._meter.keep(servers)
+        return msgspec.json.encode(self._meter.history(servers))
+
+    def timeline(self) -> bytes:
+        return msgspec.json.encode({"events": self._timeline.newest()})
+
+    def server(self, name: str) -> bytes | str:
+        sup = self._supervisor
+        server = sup.servers.get(name)
+        logs = sup.logs.answer(GetLogs(id=0, server=name, limit=LOG_LINES), sup.servers)
+        if server is None or not isinstance(logs, LogLines):
+            known = ", ".join(sup.servers) or "none"
+            return f"no server named {name!r} (servers: {known})"
+        tools = [tool for tool in sup.registry.tools() if tool.server == name]
+        return msgspec.json.encode(detail(server.status(), tools, logs.log.lines))
+
+    def audit(
+        self, since: float | None, identity: str | None, tool: str | None, limit: int
+    ) -> dict[str, Any] | None:
+        trail = getattr(self._supervisor, "audit", None)
+        if trail is None:
+            return None
+        answer: dict[str, Any] = trail.query(since=since, identity=identity, tool=tool, limit=limit)
+        return answer
+
+    def identities(self) -> dict[str, Any] | None:
+        trail = getattr(self._supervisor, "audit", None)
+        if trail is None:
+            return None
+        answer: dict[str, Any] = trail.identities()
+        return answer
+
+    def reloading(self) -> None:
+        """A reload begins (``ReloadWatcher``): its end goes on the timeline."""
+
+    def reloaded(self, rejected: str | None) -> None:
+        self._note(self._timeline.reloaded(rejected))
+
+    def _note(self, entry: Entry) -> None:
+        if len(self.feed):
+            self.feed.publish("timeline", msgspec.json.encode(entry))
+
     def event(self, event: Event) -> None:
-        """A published event, for the live feed (called by the publisher: never blocks or raises)."""
-        if not len(self.feed):
-            return
+        """A published event, for the timeline and the live feed (called by the publisher: never
+        blocks or raises)."""
         try:
+            if isinstance(event, StateChanged):
+                self._note(self._timeline.state_changed(event))
+            if not len(self.feed):
+                return
             match event:
                 case StateChanged():
                     self.feed.publish("state", msgspec.json.encode(event))

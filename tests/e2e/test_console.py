@@ -1,0 +1,375 @@
+"""The console in a real headless Chromium against a real supervisor, workers and test servers: the
+hour's sparklines after some calls, the timeline following a killed worker with its reason, a
+server's tools and log lines on a click, the audit views (which say "no audit trail" while the
+supervisor has none), the layout at 1280 and at 800 px wide; and each JSON path's answers, 404s,
+400s and Host checks. Screenshots go to ``$MCPS_SCREENSHOTS`` when set (``docs/images`` holds a
+set), else to each test's directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.client.errors import SupervisorError, ToolExecutionError
+from tests.e2e.browser import (
+    CHROMEDRIVER,
+    NARROW,
+    chromium,
+    needs_chromium,
+    open_page,
+    screenshot,
+    wait_for,
+)
+from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
+from tests.e2e.web import listening, request, request_json
+
+pytestmark = pytest.mark.e2e
+
+if CHROMEDRIVER.exists():
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+Start = Callable[..., SupervisorProcess]
+METRICS = {"metrics": "127.0.0.1:0"}
+HELLO = "console test server says hello"  # a line the servers write to stderr at start
+NO_AUDIT = "this supervisor has no audit trail yet (/api/audit answers 404): its views say so, and no more"
+
+
+def servers() -> dict[str, Any]:
+    return {
+        "alpha": stdio_test_server(TEST_SERVER_STARTUP_STDERR=HELLO),
+        "beta": {**stdio_test_server(), "sandbox": {"memory": "256M"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def console(start_module_supervisor: Start) -> tuple[SupervisorProcess, int]:
+    """A supervisor with the listener on, for the tests that read its JSON paths."""
+    sup = start_module_supervisor(servers(), settings=METRICS)
+    return sup, listening(sup)
+
+
+def calls(sup: SupervisorProcess, server: str, ok: int, failed: int) -> None:
+    for n in range(ok):
+        assert sup.client.call_tool(f"mcp_{server}_echo", {"text": f"call {n}"}).text == f"call {n}"
+    for n in range(failed):
+        with pytest.raises(ToolExecutionError):
+            sup.client.call_tool(f"mcp_{server}_fail", {"message": f"no {n}"})
+
+
+def svg_titles(driver: WebDriver, server: str, kind: str) -> list[str]:
+    script = """
+        const row = `tr[data-server="${arguments[0]}"]`;
+        const svg = document.querySelector(`${row} svg[data-kind="${arguments[1]}"]`);
+        return svg ? [...svg.querySelectorAll("rect.hit title")].map((t) => t.textContent) : [];
+    """
+    return list(driver.execute_script(script, server, kind))
+
+
+def count(driver: WebDriver, selector: str) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+# --- the page, in Chromium ----------------------------------------------------------------------
+
+
+@needs_chromium
+def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(
+    start_supervisor: Start, tmp_path: Path
+) -> None:
+    sup = start_supervisor(servers(), settings=METRICS)
+    port = listening(sup)
+    calls(sup, "alpha", ok=6, failed=2)
+    with chromium() as driver:
+        open_page(driver, port, ["alpha", "beta"])
+
+        def alpha_counted(d: WebDriver) -> bool:
+            titles = svg_titles(d, "alpha", "calls")
+            return len(titles) == 60 and sum(int(t.split(": ")[1].split(" call")[0]) for t in titles) == 8
+
+        wait_for(driver, "alpha's 8 calls in its sparkline", alpha_counted)
+        for kind in ("calls", "latency", "errors"):
+            assert count(driver, f'tr[data-server="alpha"] svg[data-kind="{kind}"] rect.hit title') == 60
+        assert count(driver, 'tr[data-server="alpha"] svg[data-kind="calls"] path.calls') == 1
+        assert count(driver, 'tr[data-server="alpha"] svg[data-kind="latency"] path') == 2  # p50, p99
+        assert count(driver, 'tr[data-server="alpha"] svg[data-kind="errors"] rect.errors') >= 1
+        errors = [t for t in svg_titles(driver, "alpha", "errors") if "2 errors" in t]
+        assert len(errors) == 1 and errors[0].endswith("2 errors of 8 calls"), errors
+        latency = [t for t in svg_titles(driver, "alpha", "latency") if "p50" in t]
+        assert len(latency) == 1 and " ms" in latency[0], latency
+        assert count(driver, 'tr[data-server="beta"] svg[data-kind="errors"] rect.errors') == 0
+        assert all(t.endswith(": 0 calls, 0.00/s") for t in svg_titles(driver, "beta", "calls"))
+        wait_for(driver, "the errors total", lambda d: d.find_element(By.ID, "total-errors").text == "2")
+        chips = {c.text for c in driver.find_elements(By.CSS_SELECTOR, "#by-state .chip")}
+        assert chips == {"2 ready"}
+        screenshot(driver, tmp_path, "console-servers")
+        light = driver.execute_script("return getComputedStyle(document.body).backgroundColor;")
+        dark = [{"name": "prefers-color-scheme", "value": "dark"}]
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": dark})
+        wait_for(
+            driver,
+            "the dark colours",
+            lambda d: d.execute_script("return getComputedStyle(document.body).backgroundColor;") != light,
+        )
+        screenshot(driver, tmp_path, "console-dark")
+
+
+@needs_chromium
+def test_the_timeline_shows_a_killed_worker_with_its_reason_live(
+    start_supervisor: Start, tmp_path: Path
+) -> None:
+    sup = start_supervisor(servers(), settings=METRICS)
+    port = listening(sup)
+    calls(sup, "beta", ok=3, failed=1)
+    with chromium() as driver:
+        open_page(driver, port, ["alpha", "beta"])
+        assert count(driver, '#timeline li[data-kind="ready"]') == 2  # both servers' first start
+        worker = sup.status()["alpha"].worker_pid
+        assert worker is not None
+        os.kill(worker, signal.SIGKILL)
+        crash = '#timeline li[data-kind="crash"]'
+        wait_for(driver, "alpha's crash", lambda d: count(d, crash) == 1)
+        sup.wait_states(alpha="ready", beta="ready")
+        reason = sup.status()["alpha"].last_error
+        assert reason and "SIGKILL" in reason, reason
+        item = driver.find_element(By.CSS_SELECTOR, crash)
+        assert item.find_element(By.CSS_SELECTOR, ".who").text == "alpha"
+        assert item.find_element(By.CSS_SELECTOR, ".detail").text == reason
+        wait_for(driver, "alpha ready again", lambda d: count(d, '#timeline li[data-kind="ready"]') == 3)
+        newest = driver.find_element(By.CSS_SELECTOR, "#timeline li").find_element(By.CSS_SELECTOR, ".detail")
+        assert newest.text == "after 1 restart"
+        assert count(driver, '#timeline-axis circle[data-kind="crash"]') == 1
+        assert driver.execute_script("return window.notReloaded === true;")  # all of it from the feed
+        status, timeline = request_json(port, "GET", "/api/timeline")
+        assert status == 200
+        crashes = [e for e in timeline["events"] if e["kind"] == "crash"]
+        assert [(e["server"], e["detail"]) for e in crashes] == [("alpha", reason)]
+        screenshot(driver, tmp_path, "console-timeline")
+
+
+@needs_chromium
+def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: Start, tmp_path: Path) -> None:
+    sup = start_supervisor(servers(), settings=METRICS)
+    port = listening(sup)
+    with chromium() as driver:
+        open_page(driver, port, ["alpha", "beta"])
+        assert not driver.find_element(By.ID, "detail").is_displayed()
+        driver.find_element(By.CSS_SELECTOR, 'tr[data-server="alpha"] td.server').click()
+        echo = '#detail-tools tr[data-tool="mcp_alpha_echo"]'
+        wait_for(driver, "alpha's tools", lambda d: count(d, echo) == 1)
+        assert driver.find_element(By.ID, "detail-title").text == "alpha"
+        assert count(driver, "#detail-tools tbody tr") == sup.status()["alpha"].tools
+        row = driver.find_element(By.CSS_SELECTOR, echo)
+        assert row.find_element(By.CSS_SELECTOR, "td.params").text == "text: string *"
+        add = driver.find_element(By.CSS_SELECTOR, '#detail-tools tr[data-tool="mcp_alpha_add"] td.params')
+        assert add.text.split("\n") == ["a: number *", "b: number *"]
+        wait_for(driver, "alpha's log", lambda d: HELLO in d.find_element(By.ID, "detail-logs").text)
+        sup.client.call_tool("mcp_alpha_stderr", {"lines": 2, "text": "written after the click"})
+        wait_for(  # the open panel follows the log
+            driver,
+            "the new lines",
+            lambda d: d.find_element(By.ID, "detail-logs").text.count("written after the click") == 2,
+        )
+        screenshot(driver, tmp_path, "console-detail")
+        driver.find_element(By.ID, "detail-close").click()
+        wait_for(driver, "the panel closed", lambda d: not d.find_element(By.ID, "detail").is_displayed())
+        driver.find_element(By.CSS_SELECTOR, 'tr[data-server="beta"]').click()
+        beta = '#detail-tools tr[data-tool="mcp_beta_echo"]'
+        wait_for(driver, "beta's tools", lambda d: count(d, beta) == 1)
+        assert HELLO not in driver.find_element(By.ID, "detail-logs").text
+        assert "256 MB" in driver.find_element(By.ID, "detail-status").text
+
+
+@needs_chromium
+def test_the_audit_views_show_the_records_and_identities_or_say_there_is_no_audit_trail(
+    start_supervisor: Start, tmp_path: Path
+) -> None:
+    sup = start_supervisor(servers(), settings=METRICS)
+    port = listening(sup)
+    calls(sup, "alpha", ok=3, failed=1)
+    status, _ = request_json(port, "GET", "/api/audit")
+    with chromium() as driver:
+        open_page(driver, port, ["alpha", "beta"])
+        if status == 404:
+            for view in ("audit-state", "identities-state"):
+                wait_for(
+                    driver,
+                    f"{view} saying so",
+                    lambda d, v=view: d.find_element(By.ID, v).text == "no audit trail",
+                )
+            assert not driver.find_element(By.ID, "audit").is_displayed()
+            assert not driver.find_element(By.ID, "identities").is_displayed()
+            screenshot(driver, tmp_path, "console-audit")
+            pytest.skip(NO_AUDIT)
+        assert status == 200
+        wait_for(driver, "the audit records", lambda d: count(d, "#audit tbody tr") >= 4)
+        tools = [td.text for td in driver.find_elements(By.CSS_SELECTOR, "#audit td.tool")]
+        assert tools.count("mcp_alpha_echo") == 3 and tools.count("mcp_alpha_fail") == 1
+        outcomes = [td.text for td in driver.find_elements(By.CSS_SELECTOR, "#audit td.outcome")]
+        assert outcomes.count("tool_error") == 1
+        driver.find_element(By.ID, "audit-tool").send_keys("*fail")
+        driver.find_element(By.CSS_SELECTOR, "#audit-form button").click()
+        wait_for(driver, "the filtered records", lambda d: count(d, "#audit tbody tr") == 1)
+        wait_for(driver, "an identity", lambda d: count(d, "#identities tbody tr") >= 1)
+        assert count(driver, "#identities td.active") >= 1
+        screenshot(driver, tmp_path, "console-audit")
+
+
+@needs_chromium
+def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Start, tmp_path: Path) -> None:
+    sup = start_supervisor(servers(), settings=METRICS)
+    port = listening(sup)
+    calls(sup, "alpha", ok=2, failed=0)
+    with chromium(NARROW) as driver:
+        open_page(driver, port, ["alpha", "beta"])
+        wait_for(driver, "the sparklines", lambda d: len(svg_titles(d, "alpha", "calls")) == 60)
+        width = driver.execute_script("return document.documentElement.clientWidth;")
+        assert driver.execute_script("return document.documentElement.scrollWidth;") <= width
+        table = driver.find_element(By.ID, "server-table")
+        assert table.rect["x"] + table.rect["width"] <= width  # every column on the screen
+        timeline, audit = (driver.find_element(By.ID, name) for name in ("timeline-section", "audit-section"))
+        assert audit.rect["y"] >= timeline.rect["y"] + timeline.rect["height"]  # one column
+        screenshot(driver, tmp_path, "console-narrow")
+        driver.find_element(By.CSS_SELECTOR, 'tr[data-server="alpha"]').click()
+        wait_for(driver, "alpha's tools", lambda d: count(d, "#detail-tools tbody tr") > 0)
+        panel = driver.find_element(By.ID, "detail")
+        assert panel.rect["x"] == 0 and panel.rect["width"] == width
+        screenshot(driver, tmp_path, "console-narrow-detail")
+
+
+# --- the JSON paths ------------------------------------------------------------------------------
+
+
+def test_history_counts_each_call_in_the_current_bucket(console: tuple[SupervisorProcess, int]) -> None:
+    sup, port = console
+    status, before = request_json(port, "GET", "/api/history")
+    assert status == 200 and before["bucket"] == 60 and set(before["servers"]) == {"alpha", "beta"}
+    calls(sup, "alpha", ok=5, failed=2)
+    status, after = request_json(port, "GET", "/api/history")
+    assert status == 200
+    assert 0 <= after["end"] - time.time() <= 60 and after["end"] % 60 == 0
+    for name, series in after["servers"].items():
+        assert {len(series[key]) for key in ("calls", "errors", "p50", "p99")} == {60}, name
+    alpha, earlier = after["servers"]["alpha"], before["servers"]["alpha"]
+    assert sum(alpha["calls"]) - sum(earlier["calls"]) == 7
+    assert sum(alpha["errors"]) - sum(earlier["errors"]) == 2
+    assert alpha["calls"][-1] >= 7 or after["end"] != before["end"]  # the minute may have turned
+    for calls_in, p50, p99 in zip(alpha["calls"], alpha["p50"], alpha["p99"], strict=True):
+        assert (p50 is None) == (p99 is None) == (calls_in == 0)
+        assert p50 is None or 0 < p50 <= p99
+
+
+def test_a_server_detail_has_its_row_tools_and_log(console: tuple[SupervisorProcess, int]) -> None:
+    sup, port = console
+    status, detail = request_json(port, "GET", "/api/servers/alpha")
+    assert status == 200 and detail["server"] == "alpha"
+    assert (
+        detail["status"]["state"] == "ready"
+        and detail["status"]["worker_pid"] == sup.status()["alpha"].worker_pid
+    )
+    tools = {tool["name"]: tool for tool in detail["tools"]}
+    assert len(tools) == sup.status()["alpha"].tools
+    assert tools["mcp_alpha_echo"]["params"] == [
+        {"name": "text", "type": "string", "required": True, "description": ""}
+    ]
+    assert tools["mcp_alpha_echo"]["input_schema"]["type"] == "object"
+    cli = sup.client.logs("alpha")  # what `mcp-supervisor logs alpha` shows
+    assert [line["text"] for line in detail["logs"]][-len(cli.lines) :] == [line.text for line in cli.lines]
+    assert any(HELLO in line["text"] for line in detail["logs"])
+
+
+def test_an_unknown_server_is_404_naming_it(console: tuple[SupervisorProcess, int]) -> None:
+    _, port = console
+    status, body = request_json(port, "GET", "/api/servers/gam%C3%A9ma")
+    assert (status, body) == (404, {"error": "no server named 'gaméma' (servers: alpha, beta)"})
+    assert request_json(port, "GET", "/api/servers/%ff")[0] == 400
+    assert request_json(port, "POST", "/api/servers/alpha")[0] == 405
+
+
+def test_the_audit_paths_answer_404_without_an_audit_trail_and_400_for_a_bad_query(
+    console: tuple[SupervisorProcess, int],
+) -> None:
+    _, port = console
+    for query, says in [
+        ("since=-1", "since must be a number of seconds of 0 or more"),
+        ("limit=0", "limit must be from 1 to 1000"),
+        ("limit=ten", "limit must be a whole number"),
+        ("who=me", "unknown parameter 'who'"),
+        ("tool=a&tool=b", "'tool' is given twice"),
+    ]:
+        status, body = request_json(port, "GET", "/api/audit?" + query)
+        assert status == 400 and says in body["error"], (query, body)
+    audit = request_json(port, "GET", "/api/audit?since=3600&identity=me&tool=mcp_*&limit=5")
+    identities = request_json(port, "GET", "/api/identities")
+    if audit[0] == 404:
+        assert audit == identities == (404, {"error": "no audit trail"})
+        pytest.skip(NO_AUDIT)
+    assert audit[0] == 200 and set(audit[1]) >= {"records", "path", "lines", "failures", "dropped"}
+    assert identities[0] == 200 and isinstance(identities[1]["identities"], list)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/page.css",
+        "/page.js",
+        "/views.js",
+        "/api/history",
+        "/api/timeline",
+        "/api/servers/alpha",
+        "/api/audit",
+        "/api/identities",
+    ],
+)
+def test_the_new_paths_refuse_a_host_that_does_not_name_the_listener(
+    console: tuple[SupervisorProcess, int], path: str
+) -> None:
+    _, port = console
+    status, _, body = request(port, "GET", path, {"Host": f"evil.example:{port}"})
+    assert status == 421 and b"does not name this listener" in body
+    status, headers, _ = request(port, "GET", path, {"Host": f"localhost:{port}"})
+    audit = path in ("/api/audit", "/api/identities")
+    assert status in ((200, 404) if audit else (200,)), (path, status)  # 404 without an audit trail
+    assert "access-control-allow-origin" not in headers
+
+
+def test_the_timeline_has_each_servers_first_start(console: tuple[SupervisorProcess, int]) -> None:
+    sup, port = console
+
+    def started() -> list[dict[str, Any]] | None:
+        status, body = request_json(port, "GET", "/api/timeline")
+        assert status == 200
+        events: list[dict[str, Any]] = body["events"]
+        ready = {event["server"] for event in events if event["kind"] == "ready"}
+        return events if ready >= {"alpha", "beta"} else None
+
+    events = poll("both first starts on the timeline", started, 10)
+    times = [event["time"] for event in events]
+    assert times == sorted(times, reverse=True)  # newest first
+    assert all(set(event) == {"time", "server", "kind", "detail"} for event in events)
+    assert abs(times[0] - time.time()) < 600
+    assert sup.process.poll() is None
+
+
+def test_a_reload_and_a_rejected_one_are_on_the_timeline(console: tuple[SupervisorProcess, int]) -> None:
+    sup, port = console
+    summary = sup.client.reload()  # the same file: applied, nothing changed
+    assert summary.changed == [] and summary.removed == []
+    text = sup.config.read_text()
+    sup.config.write_text("{ not json")
+    try:
+        with pytest.raises(SupervisorError):
+            sup.client.reload()
+    finally:
+        sup.config.write_text(text)
+    status, body = request_json(port, "GET", "/api/timeline")
+    reloads = [event for event in body["events"] if event["kind"] == "reload"]
+    assert status == 200 and [event["server"] for event in reloads] == ["", ""]
+    assert reloads[0]["detail"].startswith("rejected: ") and reloads[1]["detail"] == "applied"
+    sup.wait_states(alpha="ready", beta="ready")
