@@ -60,7 +60,7 @@ def _asked(args: argparse.Namespace, filters: Filters) -> list[str]:
             server=filters.server,
             limit=args.limit,
         )
-        if not reply.stats.path:
+        if reply.stats is not None and not reply.stats.path:
             print(f'the supervisor at {sup.endpoint} keeps no audit trail ("audit": false)', file=sys.stderr)
     return reply.records
 

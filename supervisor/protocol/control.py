@@ -111,4 +111,4 @@ class AuditRecords(_Message):
 
     id: int
     records: list[str] = []
-    stats: AuditStats = msgspec.field(default_factory=AuditStats)
+    stats: AuditStats | None = None  # always sent; None only from a peer that sent none
