@@ -89,13 +89,14 @@ def _given_path(text: str) -> Path:
 def instance_name(endpoint: str, runtime: Path | None = None) -> str:
     """The name of the supervisor serving ``endpoint``, for files of its own: an ``ipc://`` socket in
     the runtime directory ``runtime`` by its file name (``supervisor.sock`` -> ``supervisor``), any
-    other endpoint spelled out with every character but letters, digits, ``-`` and ``.`` made ``-``."""
+    other endpoint spelled out, every run of characters but letters, digits, ``-`` and ``.`` made one
+    ``-`` (``tcp://0.0.0.0:5555`` -> ``tcp-0.0.0.0-5555``)."""
     if endpoint.startswith("ipc://"):
         path = Path(endpoint[len("ipc://") :])
         if runtime is not None and path.parent == runtime:
             return path.name.removesuffix(".sock") or "supervisor"
-    text = endpoint.split("://", 1)[-1]
-    name = "".join(c if c.isalnum() or c in "-." else "-" for c in text).strip("-.") or "supervisor"
+    spelled = "".join(c if c.isalnum() or c in "-." else "-" for c in endpoint)
+    name = re.sub("-+", "-", spelled).strip("-.") or "supervisor"
     return name[-120:]
 
 

@@ -202,12 +202,12 @@ class Trail:
             if not self._waiting:
                 await self._wake.wait()
                 self._wake = trio.Event()
-            batch, self._waiting = self._waiting, []
-            if not batch:
-                continue
-            async with self._writing:
+            async with self._writing:  # taken under the lock: a query sees every line, written or not
+                batch, self._waiting = self._waiting, []
+                if not batch:
+                    continue
                 written, error = await trio.to_thread.run_sync(self._file.append, batch)
-            self._wrote(batch, written, error)
+                self._wrote(batch, written, error)
             if error is not None:
                 await trio.sleep(RETRY_INTERVAL)
 
@@ -221,15 +221,17 @@ class Trail:
             return
         self.failures += 1
         self._waiting[:0] = batch[written:]  # before any newer line: written again first
+        first = self._trouble is None
         self._trouble = f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
-        self._say_trouble()
+        self._say_trouble(now=first)
 
-    def _say_trouble(self) -> None:
-        """A line about failed writes and drops, at most once every ``LOG_PERIOD`` seconds."""
-        now = time.monotonic()
-        if now - self._logged_at < LOG_PERIOD:
+    def _say_trouble(self, now: bool = False) -> None:
+        """A line about failed writes and drops: at most once every ``LOG_PERIOD`` seconds, but at once
+        (``now``) for the first failure after writes that worked."""
+        at = time.monotonic()
+        if at - self._logged_at < LOG_PERIOD and not now:
             return
-        self._logged_at = now
+        self._logged_at = at
         log.error(
             "audit trail: cannot write to %s (%s): %d writes failed, %d lines waiting, %d lines dropped "
             "since the start; writing again every %g s",
