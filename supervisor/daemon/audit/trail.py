@@ -182,6 +182,8 @@ class Trail:
 
     def _close(self, record: Opened, outcome: str, result_bytes: int) -> None:
         now = time.monotonic()
+        if outcome == "UNKNOWN_TOOL":
+            record.server = ""  # routed nowhere (the server its prefix names has no such tool)
         self.identities_seen.seen(record.identity, record.session, outcome == "ok", time.time())
         data = line(record, outcome, now - record.started, result_bytes)
         if self._held + len(data) > MAX_WAITING_BYTES:
