@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -111,11 +111,16 @@ def arguments_json(payload: msgspec.Raw) -> bytes:
         return b'"<arguments JSON cannot hold>"'
 
 
+_second: list[Any] = [None, ""]  # the last whole second formatted, and its text (most lines share it)
+
+
 def iso_time(seconds: float) -> str:
     """A time since the epoch in UTC, ISO 8601 with milliseconds: ``2025-05-01T12:00:00.250Z``."""
     whole = int(seconds)
     millis = min(int((seconds - whole) * 1000), 999)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
+    if _second[0] != whole:
+        _second[:] = whole, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(whole))
+    return f"{_second[1]}{millis:03d}Z"
 
 
 def line(opened: Opened, outcome: str, seconds: float, result_bytes: int) -> bytes:
