@@ -18,10 +18,11 @@ z85, of a CURVE client; ``local`` otherwise); its session its ``session``, else 
 
 Lines wait in a buffer of at most ``MAX_WAITING_BYTES``; a writer task hands what has gathered in
 ``GATHER`` seconds to a worker thread, one batch at a time (so the cost of the hand-off is shared by
-the calls of that time, and a line is on disk within a fraction of a second). A write that fails keeps its lines (they are written again every
-``RETRY_INTERVAL`` seconds, before any newer ones); a line that finds the buffer full is dropped and
-counted. Failures and drops are logged at most once every ``LOG_PERIOD`` seconds, with their counts,
-and shown in ``status`` and the metrics (``AuditStats``).
+the calls of that time, and a line is on disk within a fraction of a second). A write that fails
+keeps its lines (they are written again every ``RETRY_INTERVAL`` seconds, before any newer ones); a
+line that finds the buffer full is dropped and counted. Failures and drops are logged (the first
+failure at once, then at most once every ``LOG_PERIOD`` seconds, with their counts) and shown in
+``status`` and the metrics (``AuditStats``).
 """
 
 from __future__ import annotations
