@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,11 +22,13 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+import zmq
 
 from supervisor.client import AsyncSupervisorClient
 from supervisor.client.errors import SupervisorError
 from supervisor.daemon.audit.files import trail_files
-from supervisor.protocol import AuditStats, CallTool, ErrorReply
+from supervisor.protocol import AuditStats, CallTool, ErrorReply, decode_front_reply, encode
+from supervisor.security.keys import ClientKeys, keygen, load_public
 from tests.e2e.harness import SupervisorProcess, poll, raw_call, raw_client, stdio_test_server
 from tests.e2e.web import listening, scrape, value
 
@@ -347,3 +350,33 @@ def test_the_audit_command_says_what_is_wrong(
     assert gone.returncode == 3, gone.stderr
     limit = cli(sup, "audit", "--limit", "0", "--json")
     assert limit.returncode == 2 and json.loads(limit.stdout)["error"]["code"] == "USAGE"
+
+
+def test_a_curve_client_that_names_no_identity_is_named_by_its_public_key(
+    start_supervisor: Start, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    keygen(keys)
+    with socket.socket() as probe:  # a port free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    path = tmp_path / "trail.jsonl"
+    sup = start_supervisor(
+        {"test": stdio_test_server()}, endpoint=endpoint, keys=keys, settings={"audit": {"path": str(path)}}
+    )
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        ClientKeys.load(keys).connect(sock)
+        sock.connect(endpoint)
+        sock.send(encode(raw_call(1, "mcp_test_echo", {"text": "keyed"})))
+        assert sock.poll(30_000), "no reply over CURVE"
+        assert decode_front_reply(sock.recv()).id == 1
+        sock.close()
+    finally:
+        ctx.term()
+    written(sup, 1)
+    (record,) = records_in(path)
+    assert record["identity"] == load_public(keys / "client.key").decode()  # its public key, z85
+    assert record["session"] == "" and record["outcome"] == "ok"
