@@ -431,3 +431,14 @@ async def test_an_off_trail_has_no_path_and_no_records() -> None:
     trail = Trail(None, Registry(), {}, lambda: config, lambda caller, reply: None)
     assert not trail.on and trail.stats().path == ""
     assert await trail.query() == []
+
+
+async def test_a_very_long_principal_or_tool_is_cut_in_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    trail = Harness(path).trail
+    trail.opened(b"c", call(1, "mcp_a_" + "t" * 5000, principal="p" * 5000, session="s" * 5000))
+    trail.replied(b"c", ErrorReply(id=1, code="BAD_REQUEST", message="too long"))
+    trail.close()
+    (record,) = [json.loads(raw) for raw in path.read_bytes().splitlines()]
+    assert record["identity"] == "p" * 1024 and record["session"] == "s" * 1024
+    assert len(record["tool"]) == 1024 and record["outcome"] == "BAD_REQUEST"

@@ -65,11 +65,20 @@ from supervisor.protocol import (
 )
 from supervisor.shared.names import server_of
 
-__all__ = ["GATHER", "LOG_PERIOD", "MAX_REPLY_BYTES", "MAX_WAITING_BYTES", "RETRY_INTERVAL", "Trail"]
+__all__ = [
+    "GATHER",
+    "LOG_PERIOD",
+    "MAX_NAME",
+    "MAX_REPLY_BYTES",
+    "MAX_WAITING_BYTES",
+    "RETRY_INTERVAL",
+    "Trail",
+]
 
 log = logging.getLogger("mcp_supervisor")
 
 MAX_WAITING_BYTES: Final = 16 * 1024 * 1024  # lines not yet written; past it, a new line is dropped
+MAX_NAME: Final = 1024  # characters of an identity, session or tool kept (a refused request's may be longer)
 RETRY_INTERVAL: Final = 1.0  # seconds between writes while writing fails
 GATHER: Final = 0.05  # seconds lines gather before a batch is written (a thread hand-off costs ~100 us)
 LOG_PERIOD: Final = 10.0  # seconds: at most one line about failed writes and drops per period
@@ -135,10 +144,10 @@ class Trail:
         record = Opened(
             arrived=time.time(),
             started=time.monotonic(),
-            identity=request.principal or request.client or self.peer_name(caller),
-            session=request.session or request.client,
+            identity=(request.principal or request.client or self.peer_name(caller))[:MAX_NAME],
+            session=(request.session or request.client)[:MAX_NAME],
             kind=kind,
-            tool=tool,
+            tool=tool[:MAX_NAME],
             server=server,
         )
         if payload is not None:
