@@ -80,7 +80,7 @@ log = logging.getLogger("mcp_supervisor")
 MAX_WAITING_BYTES: Final = 16 * 1024 * 1024  # lines not yet written; past it, a new line is dropped
 MAX_NAME: Final = 1024  # characters of an identity, session or tool kept (a refused request's may be longer)
 RETRY_INTERVAL: Final = 1.0  # seconds between writes while writing fails
-GATHER: Final = 0.05  # seconds lines gather before a batch is written (a thread hand-off costs ~100 us)
+GATHER: Final = 0.2  # seconds lines gather before a batch is written (a thread hand-off costs 0.1-0.5 ms)
 LOG_PERIOD: Final = 10.0  # seconds: at most one line about failed writes and drops per period
 MAX_REPLY_BYTES: Final = (
     16 * 1024 * 1024
