@@ -6,8 +6,9 @@ before the facade's commands of ``supervisor.cli.facade_commands``). Below: the 
 command's work, named here and loaded only when the command runs (``later``):
 ``supervisor.cli.registry_commands`` (tools, call, resources, resource-templates, prompts, read,
 prompt), ``supervisor.cli.watch_commands`` (wait, status, events, logs),
-``supervisor.cli.control_commands`` (restart, stop, start, reload, shutdown), ``supervisor.cli.keygen``
-and ``supervisor.cli.login``. So parsing loads no client stub, no ZeroMQ, no msgspec and no trio.
+``supervisor.cli.control_commands`` (restart, stop, start, reload, shutdown),
+``supervisor.cli.audit_commands`` (audit), ``supervisor.cli.keygen`` and ``supervisor.cli.login``. So
+parsing loads no client stub, no ZeroMQ, no msgspec and no trio.
 
 The commands are added in the order ``--help`` lists them, one function each (or one for a family of
 commands with the same arguments).
@@ -68,6 +69,7 @@ def add_client_parsers(sub: _Subparsers, common: argparse.ArgumentParser) -> Non
         _operate,
         _reload,
         _logs,
+        _audit,
         _shutdown,
         _login,
     ):
@@ -285,6 +287,28 @@ def _logs(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
         '({"seq", "time", "worker", "stream", "text", "level"})',
     )
     logs.set_defaults(func=later(_WATCH, "cmd_logs"))
+
+
+def _audit(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    audit = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="the audit trail: who called which tool, read which resource, got which prompt, and how it went",
+        description="Print the newest records of the audit trail (one per tool call, resource read and "
+        "prompt get, written by the supervisor), newest last: asked of the running supervisor, or read "
+        "from the files with --file (PATH, and its rotated PATH.1, PATH.2, ...). Filters combine.",
+    )
+    audit.add_argument("--since", metavar="AGE|TIME", help="only requests since then: 30s, 10m, 2h, 1d, 1w "
+                       "ago, or an ISO time (2025-05-01T12:00:00Z; without a zone: UTC)")  # fmt: skip
+    audit.add_argument("--identity", metavar="NAME", help="only this identity's requests")
+    audit.add_argument("--tool", metavar="GLOB", help="only tools, prompts or URIs matching this glob")
+    audit.add_argument("--server", metavar="NAME", help="only requests routed to this server")
+    audit.add_argument("--limit", type=int, default=100, metavar="N", help="the newest N (default 100)")
+    audit.add_argument("--file", metavar="PATH", help="read this trail file instead of asking a supervisor")
+    audit.add_argument(
+        "--json", action="store_true", help="one JSON object per line (the records as written)"
+    )
+    audit.set_defaults(func=later("supervisor.cli.audit_commands", "cmd_audit"))
 
 
 def _shutdown(sub: _Subparsers, common: argparse.ArgumentParser) -> None:

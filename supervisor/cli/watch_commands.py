@@ -38,6 +38,7 @@ from supervisor.client.errors import SupervisorAuthenticationError, SupervisorUn
 from supervisor.client.watch import PublicEvent, message_data
 from supervisor.protocol import (
     LOG_LIMIT,
+    AuditStats,
     FrontStats,
     LogLine,
     ResourceUpdated,
@@ -48,6 +49,7 @@ from supervisor.protocol import (
 from supervisor.shared.terminal import printable
 
 __all__ = [
+    "audit_line",
     "cmd_events",
     "cmd_logs",
     "cmd_status",
@@ -111,8 +113,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         rows = sup.status()
         events = sup.events_endpoint()
         front = sup.front_stats()
+    audit, front.audit = front.audit, None
     if args.json:
-        print_json([msgspec.to_builtins(row) for row in rows])
+        figures = {"events": events, "front": msgspec.to_builtins(front), "audit": msgspec.to_builtins(audit)}
+        print_json({"servers": [msgspec.to_builtins(row) for row in rows], **figures})
     else:
         print_table(*status_table(rows))
         for r in rows:
@@ -120,6 +124,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"{r.server}: {r.sandbox}")
         print(f"events: {events}")
         print(f"front:  {front_line(front)}")
+        print(f"audit:  {audit_line(audit)}")
     return 0
 
 
@@ -167,6 +172,18 @@ def front_line(front: FrontStats) -> str:
         f"{front.in_flight} requests in flight from {front.clients} clients; since the start "
         f"{front.overloaded} refused (OVERLOADED), {front.malformed} malformed, "
         f"{front.dropped_replies} replies dropped with {front.dropped_calls} requests (unread)"
+    )
+
+
+def audit_line(audit: AuditStats | None) -> str:
+    """The audit trail's figures in words, for ``status``."""
+    if audit is None:
+        return "- (the supervisor keeps no audit trail)"
+    if not audit.path:
+        return "off"
+    return (
+        f"{audit.path}: {audit.lines} lines written, {audit.failures} writes failed, "
+        f"{audit.dropped} lines dropped, {audit.waiting} waiting"
     )
 
 

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from supervisor.client.watch import EventWatch, PublicEvent, message_data
     from supervisor.protocol import (
         LOG_LEVELS,
+        AuditRecords,
+        AuditStats,
         Completion,
         Event,
         FrontStats,
@@ -78,6 +80,8 @@ __all__ = [
     "AsyncFederatedClient",
     "AsyncSupervisorClient",
     "AsyncToolCache",
+    "AuditRecords",
+    "AuditStats",
     "BadRequestError",
     "CallCancelledError",
     "Clash",
@@ -170,6 +174,8 @@ _WHERE: dict[str, str] = {  # each name, and the module it is loaded from
     "members": "supervisor.shared.federation",
     "AsyncEventWatch": "supervisor.client.aio_events",
     "AsyncToolCache": "supervisor.client.aio_events",
+    "AuditRecords": "supervisor.protocol",
+    "AuditStats": "supervisor.protocol",
     "Completion": "supervisor.protocol",
     "Event": "supervisor.protocol",
     "FrontStats": "supervisor.protocol",

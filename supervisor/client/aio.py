@@ -150,6 +150,7 @@ class AsyncSupervisorClient(StubBase):
     ping = awaiting(Methods.ping)
     reload = awaiting(Methods.reload)
     logs = awaiting(Methods.logs)
+    audit = awaiting(Methods.audit)
     shutdown = awaiting(Methods.shutdown)
 
     # ------------------------------------------------------------- transport
@@ -253,14 +254,19 @@ class AsyncSupervisorClient(StubBase):
         self,
         identity: str,
         *,
+        principal: str = "",
+        session: str = "",
         on_sampling: Handler | None = None,
         on_elicitation: Handler | None = None,
     ) -> AsyncSupervisorClient:
         """This client's connection used as another client: its own identity (its own sessions on
         ``scope: client`` servers) and its own server-request handlers. For a process that serves many
-        agents over one connection (the MCP facade: one per host session). Use it while this client is
+        agents over one connection (the MCP facade: one per host session). ``principal`` (who the caller
+        authenticated as) and ``session`` (the host session) go with its every call, read and prompt,
+        for the audit trail (1 to 128 printable characters each, or ""). Use it while this client is
         open; it is not entered or closed itself."""
-        twin = self._twin(identity, on_sampling, on_elicitation)  # the same socket, waiters and reader
+        # the same socket, waiters and reader
+        twin = self._twin(identity, on_sampling, on_elicitation, principal, session)
         twin._origin, twin._open = self._origin or self, None
         return twin
 

@@ -153,6 +153,7 @@ class SupervisorClient(StubBase):
     ping = blocking(Methods.ping)
     reload = blocking(Methods.reload)
     logs = blocking(Methods.logs)
+    audit = blocking(Methods.audit)
     shutdown = blocking(Methods.shutdown)
 
     # ------------------------------------------------------------- transport
@@ -161,13 +162,17 @@ class SupervisorClient(StubBase):
         self,
         identity: str,
         *,
+        principal: str = "",
+        session: str = "",
         on_sampling: Handler | None = None,
         on_elicitation: Handler | None = None,
     ) -> SupervisorClient:
         """This client's connections used as another client: its own identity (its own sessions on
         ``scope: client`` servers) and its own server-request handlers, for a process that serves many
-        agents. Use it while this client is open; closing either closes both."""
-        return self._twin(identity, on_sampling, on_elicitation)  # the same sockets (one per thread)
+        agents. ``principal`` and ``session``: as for ``AsyncSupervisorClient.as_client``. Use it while
+        this client is open; closing either closes both."""
+        # the same sockets (one per thread)
+        return self._twin(identity, on_sampling, on_elicitation, principal, session)
 
     def _answer(self, request: ServerRequest) -> Answer:
         """Run the handler for a server's request of the call we wait for, in this thread."""

@@ -32,6 +32,7 @@ from supervisor.protocol import (
     MAX_GRACE,
     MAX_IDENTITY,
     MAX_LIST_WAIT,
+    AuditRecords,
     CallResult,
     CallTool,
     Cancel,
@@ -42,6 +43,7 @@ from supervisor.protocol import (
     FrontReply,
     FrontRequest,
     FrontStats,
+    GetAudit,
     GetLogs,
     GetPrompt,
     GetStatus,
@@ -139,10 +141,11 @@ def default_identity() -> str:
     return f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def check_identity(identity: str) -> str:
-    """A client identity as a client names it: 1 to ``MAX_IDENTITY`` printable characters."""
+def check_identity(identity: str, what: str = "identity") -> str:
+    """A client identity (or a ``principal``, a ``session``: ``what``) as a client names it: 1 to
+    ``MAX_IDENTITY`` printable characters."""
     if not isinstance(identity, str) or not 0 < len(identity) <= MAX_IDENTITY or not identity.isprintable():
-        raise ValueError(f"identity must be 1 to {MAX_IDENTITY} printable characters, not {identity!r}")
+        raise ValueError(f"{what} must be 1 to {MAX_IDENTITY} printable characters, not {identity!r}")
     return identity
 
 
@@ -156,15 +159,24 @@ class Requests:
         identity: str | None = None,
         answers: Iterable[str] = (),
         ids: Iterator[int] | None = None,
+        principal: str = "",
+        session: str = "",
     ) -> None:
-        """``ids``: a counter shared with the client's other ``Requests`` (one connection, one id space)."""
+        """``ids``: a counter shared with the client's other ``Requests`` (one connection, one id space);
+        ``principal`` and ``session`` go with every call, read and prompt (the audit trail names them)."""
         self._ids = itertools.count(1) if ids is None else ids
         self.identity = default_identity() if identity is None else check_identity(identity)
+        self.principal = principal and check_identity(principal, "principal")
+        self.session = session and check_identity(session, "session")
         self.answers = sorted(answers)
 
-    def twin(self, identity: str, answers: Iterable[str]) -> Requests:
+    def twin(self, identity: str, answers: Iterable[str], principal: str = "", session: str = "") -> Requests:
         """Requests for another identity over the same connection (the same ids)."""
-        return Requests(identity, answers, self._ids)
+        return Requests(identity, answers, self._ids, principal, session)
+
+    def _parties(self) -> dict[str, str]:
+        """Who a call, read or prompt is for: ``client``, ``principal`` and ``session``."""
+        return {"client": self.identity, "principal": self.principal, "session": self.session}
 
     def tool_list(self, wait: float = 0.0) -> Exchange[ToolList]:
         return Exchange(_list_tools(next(self._ids), wait), _expecting(ToolList), _list_wait(wait))
@@ -200,10 +212,10 @@ class Requests:
             arguments=msgspec.Raw(_encode_arguments(arguments or {})),
             timeout=_check_timeout(timeout),
             progress=progress is not None,
-            client=self.identity,
             answers=self.answers,
             traceparent=traceparent,
             tracestate=tracestate,
+            **self._parties(),
         )
         return Exchange(
             request, lambda reply: _result(reply, name, raise_on_error), _call_wait(timeout), progress, span
@@ -224,9 +236,8 @@ class Requests:
         return Exchange(request, lambda reply: _entries(reply, _decode_templates), _call_wait(timeout))
 
     def read_resource(self, server: str, uri: str, timeout: float | None) -> Exchange[ResourceResult]:
-        request = ReadResource(
-            id=next(self._ids), server=server, uri=uri, timeout=_check_timeout(timeout), client=self.identity
-        )
+        timeout = _check_timeout(timeout)
+        request = ReadResource(id=next(self._ids), server=server, uri=uri, timeout=timeout, **self._parties())
         return Exchange(request, lambda reply: _fetched(reply, _decode_resource), _call_wait(timeout))
 
     def list_prompts(self, server: str | None, timeout: float | None) -> Exchange[list[PromptInfo]]:
@@ -245,7 +256,7 @@ class Requests:
             arguments=raw,
             server=server,
             timeout=_check_timeout(timeout),
-            client=self.identity,
+            **self._parties(),
         )
         return Exchange(request, lambda reply: _fetched(reply, _decode_prompt), _call_wait(timeout))
 
@@ -303,6 +314,13 @@ class Requests:
             raise ValueError(f"after and limit must be >= 0, not {after!r} and {limit!r}")
         request = GetLogs(id=next(self._ids), server=server, after=after, limit=limit)
         return Exchange(request, lambda reply: _expect(reply, LogLines).log)
+
+    def audit(self, filters: Mapping[str, Any], limit: int) -> Exchange[AuditRecords]:
+        """``filters``: ``since``, ``identity``, ``tool``, ``server`` of ``GetAudit`` (None: any)."""
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, not {limit!r}")
+        request = GetAudit(id=next(self._ids), limit=limit, **filters)
+        return Exchange(request, _expecting(AuditRecords))
 
     def shutdown(self, grace: float | None) -> Exchange[None]:
         if grace is not None and not (0 <= grace <= MAX_GRACE):  # NaN too

@@ -22,6 +22,7 @@ from supervisor.adapters.formats import anthropic_tool, openai_tool
 from supervisor.client.answers import Handler, handlers
 from supervisor.client.exchanges import REQUEST_TIMEOUT, Exchange, Requests
 from supervisor.protocol import (
+    AuditRecords,
     Completion,
     FrontStats,
     ProgressCallback,
@@ -146,11 +147,18 @@ class StubBase:
         """This client's identity: its session on each ``scope: client`` server."""
         return self._requests.identity
 
-    def _twin(self, identity: str, on_sampling: Handler | None, on_elicitation: Handler | None) -> Self:
+    def _twin(
+        self,
+        identity: str,
+        on_sampling: Handler | None,
+        on_elicitation: Handler | None,
+        principal: str = "",
+        session: str = "",
+    ) -> Self:
         """This client's connections, as another identity with its own handlers (``as_client``)."""
         twin = copy.copy(self)  # the same sockets and ids
         twin._handlers = handlers(on_sampling, on_elicitation)
-        twin._requests = self._requests.twin(identity, twin._handlers)
+        twin._requests = self._requests.twin(identity, twin._handlers, principal, session)
         return twin
 
     def _event_keys(self) -> ClientKeys | Literal[False]:
@@ -312,6 +320,20 @@ class Methods:
         whose ``seq`` is above ``after``, oldest first; ``last`` is where to follow on from
         (``after=last``). An unknown server raises ``UnknownToolError``."""
         return self._requests.logs(server, after, limit)
+
+    def audit(
+        self: Stub,
+        *,
+        since: float | None = None,
+        identity: str | None = None,
+        tool: str | None = None,
+        server: str | None = None,
+        limit: int = 100,
+    ) -> Exchange[AuditRecords]:
+        """The newest ``limit`` records of the supervisor's audit trail matching every filter given
+        (``since``: seconds since the epoch; ``tool``: a glob), newest first, and the trail's figures."""
+        filters = {"since": since, "identity": identity, "tool": tool, "server": server}
+        return self._requests.audit(filters, limit)
 
     def shutdown(self: Stub, *, grace: float | None = None) -> Exchange[None]:
         """Ask the supervisor to stop as SIGTERM does: calls in flight get up to ``grace`` seconds

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from supervisor.config.audit_entry import AuditConfig
 from supervisor.config.model import RootEntry, SamplingHook, ServerConfig
 from supervisor.config.restart_policy import POLICY_KEYS
 
@@ -114,7 +115,11 @@ def position(data: bytes, offset: int) -> str:
     return f"line {line}, column {column}"
 
 
-_NESTED: dict[str, type[msgspec.Struct]] = {"roots": RootEntry, "sampling": SamplingHook}
+_NESTED: dict[str, type[msgspec.Struct]] = {
+    "roots": RootEntry,
+    "sampling": SamplingHook,
+    "audit": AuditConfig,
+}
 
 
 def explain(message: str, struct: type[msgspec.Struct] = ServerConfig) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from supervisor.config.audit_entry import check_audit
 from supervisor.config.expansion import SecretError, expand_tilde, expand_vars, header_problem, home_of
 from supervisor.config.json_input import (
     Malformed,
@@ -193,11 +194,14 @@ def _supervision(raw: msgspec.Raw | None, where: str) -> tuple[SupervisorSetting
         raise fail(explain(str(exc), SupervisorSettings)) from None
     check_numbers(settings, fail)
     check_numbers(defaults, fail)
-    if settings.metrics is not None:
-        try:
+    field = "metrics"
+    try:
+        if settings.metrics is not None:
             parse_address(settings.metrics)
-        except ValueError as exc:
-            raise fail(f"field 'metrics': {exc}") from None
+        field = "audit"
+        check_audit(settings.audit)
+    except ValueError as exc:
+        raise fail(f"field '{field}': {exc}") from None
     return settings, defaults
 
 
@@ -323,6 +327,7 @@ def _build_server(
         sampling_caller=cfg.sampling == "caller",
         retry_idempotent=cfg.retry_idempotent,
         sandbox=sandbox,
+        audit_arguments=cfg.audit_arguments,
         **_pool_fields(cfg),
     )
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from supervisor.config.audit_entry import AuditConfig
 from supervisor.config.restart_policy import RestartPolicy
 from supervisor.config.sandbox_entry import SandboxConfig, SandboxSpec
 
@@ -140,6 +141,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_sessions: Annotated[int, msgspec.Meta(ge=1, le=MAX_SESSIONS)] | None = None  # scope client; 16
     # What the server may see, reach and use (``supervisor.config.sandbox_entry``); over the default's.
     sandbox: SandboxConfig | bool | None = None
+    # The audit trail records the decoded arguments of this server's calls and prompts (else only
+    # their size and digest).
+    audit_arguments: bool = False
 
 
 class SupervisorSettings(
@@ -174,6 +178,9 @@ class SupervisorSettings(
     tracing: bool = False
     # The ``sandbox`` of every stdio server that does not say otherwise (``supervisor.config.sandbox_entry``).
     sandbox: SandboxConfig | bool | None = None
+    # The audit trail (``supervisor.config.audit_entry``); false turns it off. Read when the supervisor
+    # starts.
+    audit: AuditConfig | bool | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +235,8 @@ class ServerSpec:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # scope client: seconds without a call, then reaped
     max_sessions: int = DEFAULT_MAX_SESSIONS  # scope client: sessions at once
     sandbox: SandboxSpec | None = None  # stdio servers: confined so (``workers.sandbox``); None: not
+    # Read by the audit trail from the config in force: a change is applied without a restart.
+    audit_arguments: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -7,24 +7,21 @@ PUB socket. One task receives on both ROUTERs; replies are sent from whichever t
 never block).
 
 Who owns what: the front door (``supervisor.daemon.front_door``: decoding requests, sending replies,
-clients that do not read), the dispatch table (``supervisor.daemon.dispatch``: each request to its
-owner), the receiving task (``supervisor.daemon.receiving``), the worker link
-(``supervisor.daemon.worker_link``: workers' messages to their keepers and to the call table), the
-router (``supervisor.daemon.router``: tool calls) and the fetches (``supervisor.daemon.fetches``:
-resources, prompts, completions), the call table
-(``supervisor.daemon.call_table``: calls in flight, admission, answers) and its deadline timer
+clients that do not read), the dispatch table (``supervisor.daemon.dispatch``), the receiving task
+(``supervisor.daemon.receiving``), the worker link (``supervisor.daemon.worker_link``), the router
+(``supervisor.daemon.router``: tool calls) and the fetches (``supervisor.daemon.fetches``: resources,
+prompts, completions), the call table (``supervisor.daemon.call_table``) and its deadline timer
 (``supervisor.daemon.deadlines``), the crew (``supervisor.daemon.servers.crew``: the servers, their
-workers, and operator requests), reloads (``supervisor.daemon.reloader``), the registry and the
-publisher (``supervisor.daemon.publisher``: events). The ``Supervisor`` itself binds the sockets,
-runs the tasks (receiving, the deadline timer, the beacon, reaping), answers ``status`` and
-``shutdown``, drains on shutdown, and is the ``ServerOwner`` (``supervisor.daemon.servers.owner``)
-every server and keeper asks. It keeps every server's log lines
-(``supervisor.daemon.servers.worker_log``: ``GetLogs``), and a ``Shutdown`` request sets
-``shutdown_requested``, which ``supervisor.daemon.lifecycle`` waits for beside the signals. The HTTP
-listener (``supervisor.ops.web.site``) gives it the call table's meter (``meter``), hears every
-event it publishes (``watch_events``), and reads its status rows (``status``), ``received`` (front
-messages), and ``phase`` and ``first_starts`` (``/readyz``). Under systemd, ``supervisor.ops.service``
-hears every event too, and every reload (``watch_reloads``).
+workers, operator requests), reloads (``supervisor.daemon.reloader``), the registry, the publisher
+(``supervisor.daemon.publisher``: events) and the audit trail (``supervisor.daemon.audit.trail``:
+``audit``). The ``Supervisor`` itself binds the sockets, runs the tasks (receiving, the deadline
+timer, the beacon, reaping, the trail's writer), answers ``status`` and ``shutdown``, drains on
+shutdown, and is the ``ServerOwner`` (``supervisor.daemon.servers.owner``) every server and keeper
+asks. It keeps every server's log lines (``supervisor.daemon.servers.worker_log``: ``GetLogs``); a
+``Shutdown`` sets ``shutdown_requested``, which ``supervisor.daemon.lifecycle`` waits for. The HTTP
+listener (``supervisor.ops.web.site``) gives it the call table's meter (``meter``), hears every event
+(``watch_events``), and reads ``status``, ``received``, ``phase``, ``first_starts`` and ``audit``
+(``query``, ``identities``). Under systemd, ``supervisor.ops.service`` hears every event and reload.
 
 A call its worker does not answer in time is answered ``TIMEOUT`` by the deadline timer a margin
 later; when a worker dies, every call it had gets ``WORKER_CRASHED`` (``SERVER_ERROR`` when a remote
@@ -41,7 +38,9 @@ import msgspec
 import trio
 import zmq
 
+from supervisor.config.audit_entry import AuditSpec
 from supervisor.config.load import Config, ServerSpec, SupervisorSettings
+from supervisor.daemon.audit.trail import Trail
 from supervisor.daemon.call_table import CallTable
 from supervisor.daemon.deadlines import DeadlineTimer
 from supervisor.daemon.dispatch import Dispatch
@@ -98,9 +97,11 @@ class Supervisor:
         events_endpoint: str | None = None,
         curve: ServerKeys | None = None,
         meter: CallMeter | None = None,
+        audit: AuditSpec | None = None,
     ) -> None:
         """``curve``: the front and events sockets are CURVE servers letting in only allowed keys;
-        ``meter``: what measures tool calls (``supervisor.ops.metrics``), when the HTTP listener is on."""
+        ``meter``: what measures tool calls (``supervisor.ops.metrics``), when the HTTP listener is on;
+        ``audit``: where the audit trail goes (None: off)."""
         self.curve = curve
         self.endpoint = endpoint
         self.worker_endpoint = worker_endpoint
@@ -160,6 +161,8 @@ class Supervisor:
             deadline_added=self._deadlines.added,
         )
         self.calls.requeue = self._router.requeue
+        self.audit = Trail(audit, self.registry, self.servers, lambda: self.config, self._front.reply)
+        self._front.audit(self.audit)  # the trail hears of every call, read, prompt and reply
         self._receiver = Receiver(link=self._link.receive, front=self._front.receive)
         self._draining = False
         self._idle = trio.Event()  # set when draining and no call is in flight
@@ -178,6 +181,7 @@ class Supervisor:
             crew=self.crew,
             interests=self.interests,
             logs=self.logs,
+            audit=self.audit,
             servers=self.servers,
             reply=self._front.reply,
             status=self.status,
@@ -217,20 +221,15 @@ class Supervisor:
         if self.curve is not None and self._gate is None:
             self._gate = Gate(self._ctx, self.curve)  # first: with no gate, libzmq lets every key in
         if self._front.socket is None:
-            settings = self._settings()
+            hwm = self._settings().max_queued_replies
             self._front.socket = bind_router(
-                self._ctx,
-                self.endpoint,
-                send_hwm=settings.max_queued_replies,
-                recv_hwm=FRONT_RCVHWM,
-                curve=self.curve,
+                self._ctx, self.endpoint, send_hwm=hwm, recv_hwm=FRONT_RCVHWM, curve=self.curve
             )
         if self._link.socket is None:
             self._link.socket = bind_router(self._ctx, self.worker_endpoint)
         if self._events.socket is None:
             self._events.socket = bind_publisher(self._ctx, self.events_endpoint, curve=self.curve)
-            # a port "*" resolved
-            self.events_endpoint = self._events.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+            self.events_endpoint = self._events.socket.getsockopt_string(zmq.LAST_ENDPOINT)  # "*" resolved
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start every worker, serve until cancelled, then stop every worker (bounded)."""
@@ -249,6 +248,7 @@ class Supervisor:
                 nursery.start_soon(self._deadlines.run)
                 nursery.start_soon(self._events.beacon)
                 nursery.start_soon(reap_on_sigchld, self._worker_pids)
+                nursery.start_soon(self.audit.run)
                 log.info("listening on %s with %d servers", self.endpoint, len(self.servers))
                 task_status.started()
         finally:
@@ -260,6 +260,7 @@ class Supervisor:
             if self._gate is not None:
                 self._gate.stop()
             self._ctx.term()
+            self.audit.close()  # the requests never answered recorded, every line written
             for endpoint in (self.endpoint, self.worker_endpoint, self.events_endpoint):
                 path = ipc_path(endpoint)
                 if path is not None:
@@ -295,8 +296,7 @@ class Supervisor:
 
     def own_children(self) -> set[int]:
         """Every live worker's pid, and the zygote's: never mistaken for an escaped server process."""
-        pids = self.crew.worker_pids()
-        return pids | self.spawner.zygote_pids
+        return self.crew.worker_pids() | self.spawner.zygote_pids
 
     async def spawn(self, name: str, mode: SpawnMode) -> WorkerProcess:
         return await self.spawner.spawn(name, mode)
@@ -387,10 +387,10 @@ class Supervisor:
     def status(self, id: int = 0) -> StatusReply:
         """Every server's row and the front door's figures (``status``; the HTTP listener's too)."""
         rows = [server.status() for server in self.servers.values()]
-        front = msgspec.structs.replace(self.stats, clients=self.calls.clients, in_flight=self.calls.held)
+        front = msgspec.structs.replace(
+            self.stats, clients=self.calls.clients, in_flight=self.calls.held, audit=self.audit.stats()
+        )
         return StatusReply(id=id, servers=rows, events=self.events_endpoint, front=front)
-
-    # --------------------------------------------------------------- replies
 
     def _not_reading(self, caller: bytes) -> int:
         """A client does not read its replies: forget its requests in flight; how many there were."""

@@ -4,7 +4,8 @@ Above: the front door (``supervisor.daemon.front_door``), which hands over every
 Below: the owners: the router (tool calls, a caller's answers and cancels), the fetches (resources,
 prompts, completions), the first starts (``ListTools``), the crew (``restart``, ``stop``,
 ``start``), the interests (log levels and subscriptions), the log book (``GetLogs``), and the
-supervisor itself (``status``, ``reload``, ``shutdown``). A request its owner answers at once is
+supervisor itself (``status``, ``reload``, ``shutdown``), and the audit trail (``GetAudit``, answered
+once its files are read). A request its owner answers at once is
 answered here; the others are answered by their owners later. ``Answer`` and ``Cancel`` get no reply
 of their own.
 """
@@ -16,6 +17,7 @@ from typing import assert_never
 
 import trio
 
+from supervisor.daemon.audit.trail import Trail
 from supervisor.daemon.fetches import Fetches
 from supervisor.daemon.first_starts import FirstStarts
 from supervisor.daemon.router import Router
@@ -31,6 +33,7 @@ from supervisor.protocol import (
     Done,
     FrontReply,
     FrontRequest,
+    GetAudit,
     GetLogs,
     GetPrompt,
     GetStatus,
@@ -66,6 +69,7 @@ class Dispatch:
         crew: Crew,
         interests: Interests,
         logs: LogBook,
+        audit: Trail,
         servers: Mapping[str, Server],
         reply: Callable[[bytes, FrontReply], None],
         status: Callable[[int], StatusReply],
@@ -75,13 +79,15 @@ class Dispatch:
         tasks: Callable[[], trio.Nursery | None],
     ) -> None:
         """``status``, ``reload`` and ``shutdown``: the supervisor's own answers; ``settled`` hears
-        that a call was answered (cancelled); ``tasks``: where a ``ListTools`` that waits runs."""
+        that a call was answered (cancelled); ``tasks``: where a ``ListTools`` that waits runs, and
+        a ``GetAudit``."""
         self._router = router
         self._fetches = fetches
         self._first_starts = first_starts
         self._crew = crew
         self._interests = interests
         self._logs = logs
+        self._audit = audit
         self._servers = servers
         self._reply = reply
         self._status = status
@@ -127,5 +133,9 @@ class Dispatch:
                 self._reply(caller, self._logs.answer(request, self._servers))
             case Shutdown():
                 self._reply(caller, self._shutdown(request))
+            case GetAudit():
+                tasks = self._tasks()
+                assert tasks is not None  # requests are read only while the supervisor runs
+                self._audit.answer(caller, request, tasks)
             case _:
                 assert_never(request)

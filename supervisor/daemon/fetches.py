@@ -45,7 +45,9 @@ class Routes(Protocol):
     """What fetches share with tool calls: the router's checks, and its sending
     (``supervisor.daemon.router.Router`` implements it)."""
 
-    def client_of(self, caller: bytes, id: int, client: str) -> str | None: ...
+    def client_of(
+        self, caller: bytes, id: int, client: str, principal: str = "", session: str = ""
+    ) -> str | None: ...
 
     def accepting(self, caller: bytes, id: int, timeout: float | None) -> bool: ...
 
@@ -131,7 +133,9 @@ class Fetches:
             self._fetch(caller, request.id, server, client, request.timeout, method, gather=gather, to=keeper)
 
     def read(self, caller: bytes, request: ReadResource) -> None:
-        client = self._routes.client_of(caller, request.id, request.client)
+        client = self._routes.client_of(
+            caller, request.id, request.client, request.principal, request.session
+        )
         if client is not None and self._routes.accepting(caller, request.id, request.timeout):
             server = self._routes.ready_server(caller, request.id, request.server)
             if server is not None:
@@ -140,7 +144,9 @@ class Fetches:
 
     def get_prompt(self, caller: bytes, request: GetPrompt) -> None:
         """By the server's own prompt name when the caller names the server, else by the prefixed name."""
-        client = self._routes.client_of(caller, request.id, request.client)
+        client = self._routes.client_of(
+            caller, request.id, request.client, request.principal, request.session
+        )
         if client is None or not self._routes.accepting(caller, request.id, request.timeout):
             return
         unknown = f"no prompt named {request.name!r} (prompts are named mcp_{{server}}_{{prompt}})"

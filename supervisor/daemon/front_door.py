@@ -10,6 +10,8 @@ when one can be salvaged) and counted; a request whose handling fails is answere
 (but for a ``Cancel``, which never gets a reply of its own).
 A client that does not read its replies fills its queue (``maxQueuedReplies``): the reply is
 dropped, and so are its requests in flight (``not_reading``), so it cannot grow our memory.
+While the audit trail (``supervisor.daemon.audit.trail``) is on, it hears of every call, read and
+prompt decoded here, every reply sent, and every client whose requests were dropped.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Callable
 
 import msgspec
 
+from supervisor.daemon.audit.record import AUDITED
+from supervisor.daemon.audit.trail import Trail
 from supervisor.daemon.call_table import peer
 from supervisor.protocol import (
     Cancel,
@@ -60,6 +64,18 @@ class FrontDoor:
         self._handle = handle
         self._not_reading = not_reading
         self._queued_replies = queued_replies
+        self._trail: Trail | None = None  # the audit trail, while it is on
+
+    def audit(self, trail: Trail) -> None:
+        """From now on the trail hears of every call, read and prompt, and every reply."""
+        if trail.on:
+            self._trail = trail
+            trail.peer_name = self.peer_name
+
+    def peer_name(self, caller: bytes) -> str:
+        """A connection's name for the audit trail: a CURVE client's public key (z85), else ``local``."""
+        user_ids = getattr(self.socket, "user_ids", None)
+        return "local" if user_ids is None else user_ids.get(caller, "curve")
 
     def receive(self, batch: list[list[bytes]]) -> None:
         for frames in batch:
@@ -79,6 +95,8 @@ class FrontDoor:
             except msgspec.DecodeError as exc:  # total: any bytes at all end here
                 self._malformed(caller, payload, str(exc))
                 continue
+            if self._trail is not None and type(request) in AUDITED:
+                self._trail.opened(caller, request)
             try:
                 self._handle(caller, request)
             except Exception as exc:  # boundary: one request's failure must not end the supervisor
@@ -105,6 +123,8 @@ class FrontDoor:
 
     def reply(self, caller: bytes, reply: FrontReply) -> None:
         assert self.socket is not None
+        if self._trail is not None:
+            self._trail.replied(caller, reply)
         try:
             self.socket.send_nowait([caller, encode(reply)])
         except QueueFull:
@@ -116,6 +136,8 @@ class FrontDoor:
         """A client's reply queue is full: it does not read. Drop the reply and its requests in flight
         (their answers too, when they come), so that what it leaves unread cannot grow our memory."""
         dropped = self._not_reading(caller)
+        if self._trail is not None:
+            self._trail.forgotten(caller)
         self._stats.dropped_replies += 1
         self._stats.dropped_calls += dropped
         self._repeats.log(

@@ -13,6 +13,7 @@ A front ``Shutdown`` request (``mcp-supervisor shutdown``) stops it as SIGTERM d
 With ``tracing`` (``--tracing``, or the ``"tracing"`` setting), spans are exported from the start
 (``supervisor.shared.tracing``; a missing SDK is a ``StartError``) and flushed, bounded, at the end.
 Started by systemd (``$NOTIFY_SOCKET``), it tells the service manager how it is (``supervisor.ops.service``).
+The audit trail's file is named after the endpoint (``supervisor.config.audit_entry.instance_name``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import zmq
 
 from supervisor.client.blocking import SupervisorClient
 from supervisor.client.errors import SupervisorError
+from supervisor.config.audit_entry import audit_spec, instance_name
 from supervisor.config.load import ConfigError, load_config
 from supervisor.daemon.core import Supervisor
 from supervisor.ops.service import Service
@@ -92,8 +94,11 @@ def run(
     site = _site(metrics, config.settings.metrics)
     workers = ensure_runtime_dir(runtime_dir()) / f"workers-{os.getpid()}.sock"
     meter = None if site is None else site.meter
+    audit = audit_spec(config.settings.audit, instance_name(endpoint, runtime_dir()))
+    if audit is not None:
+        log.info("audit trail: %s (rotated at %d bytes, %d kept)", audit.path, audit.max_bytes, audit.keep)
     supervisor = Supervisor(
-        config, endpoint=endpoint, worker_endpoint=f"ipc://{workers}", curve=curve, meter=meter
+        config, endpoint=endpoint, worker_endpoint=f"ipc://{workers}", curve=curve, meter=meter, audit=audit
     )
     try:
         supervisor.bind()

@@ -116,7 +116,7 @@ class Router:
         if server is None:
             self.error(caller, request.id, "UNKNOWN_TOOL", f"no tool named {request.name!r}")
             return
-        client = self.client_of(caller, request.id, request.client)
+        client = self.client_of(caller, request.id, request.client, request.principal, request.session)
         if client is None or not self.accepting(caller, request.id, request.timeout):
             return
         budget = server.spec.tool_timeout if request.timeout is None else request.timeout
@@ -224,17 +224,19 @@ class Router:
         with contextlib.suppress(Unroutable):  # that incarnation is gone, its server too: nobody to tell
             self._send(pending.worker, encode(Abort(call=pending.call)))
 
-    def client_of(self, caller: bytes, id: int, client: str) -> str | None:
+    def client_of(
+        self, caller: bytes, id: int, client: str, principal: str = "", session: str = ""
+    ) -> str | None:
         """The identity a request is made for: the one it names, else its connection's; None (and the
-        caller answered ``BAD_REQUEST``) for one that is too long or not printable."""
-        if not client:
-            return caller.hex()
-        if len(client) <= MAX_IDENTITY and client.isprintable():
-            return client
-        shown = client[:40] + "..." if len(client) > 40 else client
-        why = f"client identity must be 1 to {MAX_IDENTITY} printable characters, not {shown!r}"
-        self.error(caller, id, "BAD_REQUEST", why)
-        return None
+        caller answered ``BAD_REQUEST``) for one that is too long or not printable, or such a
+        ``principal`` or ``session`` (which only the audit trail reads)."""
+        for what, name in (("client identity", client), ("principal", principal), ("session", session)):
+            if name and not (len(name) <= MAX_IDENTITY and name.isprintable()):
+                shown = name[:40] + "..." if len(name) > 40 else name
+                why = f"{what} must be 1 to {MAX_IDENTITY} printable characters, not {shown!r}"
+                self.error(caller, id, "BAD_REQUEST", why)
+                return None
+        return client or caller.hex()
 
     def accepting(self, caller: bytes, id: int, timeout: float | None) -> bool:
         """False (and the caller answered) while draining, or for a timeout that is not a positive number."""

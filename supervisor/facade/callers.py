@@ -97,8 +97,8 @@ class Hosts:
         # (client, its view as the facade), by client (one per supervisor the facade federates)
         self._plain: dict[int, tuple[AsyncSupervisorClient, AsyncSupervisorClient]] = {}
         self._twins: dict[
-            tuple[str, int], tuple[AsyncSupervisorClient, AsyncSupervisorClient]
-        ] = {}  # sessions
+            tuple[str, str, str, int], tuple[AsyncSupervisorClient, AsyncSupervisorClient]
+        ] = {}  # (identity, principal, session, client) -> (client, its view as them)
 
     async def call(
         self,
@@ -140,6 +140,8 @@ class Hosts:
 
         view = client.as_client(
             self.identity(ctx, grant),
+            principal="" if grant is None else grant.principal,
+            session=self.session_of(ctx),
             on_sampling=asking(SAMPLING) if capabilities.sampling is not None else None,
             on_elicitation=asking(ELICITATION) if capabilities.elicitation is not None else None,
         )
@@ -202,14 +204,19 @@ class Hosts:
                 suspended.answers.send_nowait(answer)
         return await self._next(suspended)
 
+    def session_of(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The name of the host session of ``ctx``: ``facade-PID-N`` for an HTTP host session, else
+        the facade's own (stdio, stateless HTTP)."""
+        headers = getattr(ctx.request, "headers", None)
+        session_id = headers.get("mcp-session-id") if headers is not None else None
+        return self.identity_of(session_id) if session_id else self._prefix
+
     def identity(self, ctx: ServerRequestContext[Any, Any], grant: Grant | None = None) -> str:
         """The identity the host session of ``ctx`` calls as: its grant's, when it has one (a gateway
         client's), else the session's own."""
         if grant is not None and grant.identity is not None:
             return grant.identity
-        headers = getattr(ctx.request, "headers", None)
-        session_id = headers.get("mcp-session-id") if headers is not None else None
-        return self.identity_of(session_id) if session_id else self._prefix
+        return self.session_of(ctx)
 
     def identity_of(self, session_id: str) -> str:
         """The identity of the HTTP host session ``session_id``."""
@@ -224,40 +231,48 @@ class Hosts:
         self, client: AsyncSupervisorClient, session_id: str | None = None, grant: Grant | None = None
     ) -> AsyncSupervisorClient:
         """``client`` as a host that answers no server requests: one without a session of its own
-        (stdio, stateless HTTP), or the HTTP host session ``session_id``, or with ``grant``'s identity
-        when it has one; kept while ``client`` is the link's."""
-        if (grant is not None and grant.identity is not None) or session_id is not None:
-            if grant is not None and grant.identity is not None:
-                identity = grant.identity
-            else:
-                assert session_id is not None
-                identity = self.identity_of(session_id)
-            twin = self._twins.get((identity, id(client)))
-            if twin is None or twin[0] is not client:
-                if len(self._twins) >= MAX_SESSIONS_KNOWN:
-                    self._twins.clear()
-                twin = self._twins[(identity, id(client))] = (client, client.as_client(identity))
-            return twin[1]
-        kept = self._plain.get(id(client))
-        if kept is None or kept[0] is not client:
-            if len(self._plain) >= MAX_CLIENTS_KEPT:  # links made again and again: the old ones go
-                self._plain.clear()
-            kept = self._plain[id(client)] = (client, client.as_client(self._prefix))
-        return kept[1]
+        (stdio, stateless HTTP), or the HTTP host session ``session_id``; with ``grant``'s identity
+        when it has one, and its principal (for the audit trail); kept while ``client`` is the link's."""
+        principal = "" if grant is None else grant.principal
+        if session_id is None and (grant is None or (grant.identity is None and not principal)):
+            kept = self._plain.get(id(client))
+            if kept is None or kept[0] is not client:
+                if len(self._plain) >= MAX_CLIENTS_KEPT:  # links made again and again: the old ones go
+                    self._plain.clear()
+                kept = self._plain[id(client)] = (client, client.as_client(self._prefix))
+            return kept[1]
+        session = self._prefix if session_id is None else self.identity_of(session_id)
+        identity = session if grant is None or grant.identity is None else grant.identity
+        key = (identity, principal, session, id(client))
+        twin = self._twins.get(key)
+        if twin is None or twin[0] is not client:
+            if len(self._twins) >= MAX_SESSIONS_KNOWN:
+                self._twins.clear()
+            made = client.as_client(identity, principal=principal, session=session)
+            twin = self._twins[key] = (client, made)
+        return twin[1]
 
     def client(
         self, ctx: ServerRequestContext[Any, Any], client: AsyncSupervisorClient, grant: Grant | None = None
     ) -> AsyncSupervisorClient:
-        """``client`` as the host session of ``ctx``: its identity (``grant``'s, when it has one), and
-        handlers relaying to it."""
-        session, identity = ctx.session, self.identity(ctx, grant)
+        """``client`` as the host session of ``ctx``: its identity (``grant``'s, when it has one), its
+        principal, and handlers relaying to it."""
+        session, name = ctx.session, self.session_of(ctx)
+        identity = self.identity(ctx, grant)
+        principal = "" if grant is None else grant.principal
         capabilities = session.client_capabilities
         if capabilities is None or not session.can_send_request:
-            return client.as_client(identity)
+            return client.as_client(identity, principal=principal, session=name)
         related = ServerMessageMetadata(related_request_id=ctx.request_id)
         on_sampling = _sampling(session, related) if capabilities.sampling is not None else None
         on_elicitation = _elicitation(session, related) if capabilities.elicitation is not None else None
-        return client.as_client(identity, on_sampling=on_sampling, on_elicitation=on_elicitation)
+        return client.as_client(
+            identity,
+            principal=principal,
+            session=name,
+            on_sampling=on_sampling,
+            on_elicitation=on_elicitation,
+        )
 
 
 def _sampling(session: ServerSession, related: ServerMessageMetadata) -> Handler:

@@ -2,7 +2,7 @@
 
 This package depends on nothing but msgspec, so an agent that imports the client loads no config
 parsing. Its modules: ``codec`` (the message base, error codes, total decoders), ``payloads``,
-``front``, ``control`` (the operator's logs and shutdown requests), ``link`` (the worker link) and
+``front``, ``control`` (the operator's logs, shutdown and audit requests), ``link`` (the worker link) and
 ``events``; everything is re-exported here. ``spec`` (not imported here) renders the message tables
 of ``docs/protocol.md``, the specification of the front and events sockets, and checks them.
 
@@ -36,8 +36,11 @@ from supervisor.protocol.codec import (
     total_decoder,
 )
 from supervisor.protocol.control import (
+    AUDIT_LIMIT,
     LOG_LIMIT,
     MAX_GRACE,
+    AuditRecords,
+    GetAudit,
     GetLogs,
     LogLine,
     LogLines,
@@ -122,6 +125,7 @@ from supervisor.protocol.link import (
     salvage_call,
 )
 from supervisor.protocol.payloads import (
+    AuditStats,
     Completion,
     FrontStats,
     ProgressCallback,
@@ -141,6 +145,7 @@ from supervisor.protocol.payloads import (
 
 __all__ = [
     "ASKABLE",
+    "AUDIT_LIMIT",
     "ERROR_CODES",
     "EVENT_TOPICS",
     "HEARTBEAT",
@@ -157,6 +162,8 @@ __all__ = [
     "Answer",
     "Answered",
     "Ask",
+    "AuditRecords",
+    "AuditStats",
     "CallProgress",
     "CallResult",
     "CallTool",
@@ -172,6 +179,7 @@ __all__ = [
     "FrontReply",
     "FrontRequest",
     "FrontStats",
+    "GetAudit",
     "GetLogs",
     "GetPrompt",
     "GetStatus",

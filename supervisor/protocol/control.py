@@ -1,9 +1,10 @@
-"""Front requests of an operator that are neither calls nor listings: a server's log, and shutdown.
+"""Front requests of an operator that are neither calls nor listings: a server's log, shutdown, and
+the audit trail.
 
-Above: the client stubs (``supervisor.client.exchanges`` builds these requests) and the CLI's ``logs`` and
-``shutdown``. Below: ``supervisor.protocol.front``, whose request and reply unions include them, and
-the supervisor's dispatch (``supervisor.daemon.core``), which answers them. Each request gets exactly one
-terminal reply, as every front request does.
+Above: the client stubs (``supervisor.client.exchanges`` builds these requests) and the CLI's ``logs``,
+``shutdown`` and ``audit``. Below: ``supervisor.protocol.front``, whose request and reply unions include
+them, and the supervisor's dispatch (``supervisor.daemon.dispatch``), which answers them. Each request
+gets exactly one terminal reply, as every front request does.
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from supervisor.protocol.codec import _Message
+from supervisor.protocol.payloads import AuditStats
 
-__all__ = ["LOG_LIMIT", "MAX_GRACE", "GetLogs", "LogLine", "LogLines", "LogStream", "ServerLog", "Shutdown"]
+__all__ = ["AUDIT_LIMIT", "LOG_LIMIT", "MAX_GRACE", "AuditRecords", "GetAudit", "GetLogs", "LogLine"]
+__all__ += ["LogLines", "LogStream", "ServerLog", "Shutdown"]
+
+AUDIT_LIMIT: Final = 10_000
+"""The most records one ``GetAudit`` answers with (a larger ``limit`` is cut to it)."""
 
 LOG_LIMIT: Final = 1000
 """The most lines one ``GetLogs`` answers with (a larger ``limit`` is cut to it): a server's whole
@@ -81,3 +87,28 @@ class Shutdown(_Message):
 
     id: int
     grace: _Grace | None = None
+
+
+class GetAudit(_Message):
+    """The newest ``limit`` records of the audit trail that match every filter given (None: any).
+
+    ``since`` is a time in seconds since the epoch (records of requests that arrived then or later);
+    ``identity`` and ``server`` are matched exactly, ``tool`` as an ``fnmatch`` glob of the tool or
+    prompt name (or a read's URI). Answered ``AuditRecords`` (a negative ``limit`` does not decode:
+    ``BAD_REQUEST``)."""
+
+    id: int
+    since: float | None = None
+    identity: str | None = None
+    tool: str | None = None
+    server: str | None = None
+    limit: _Count = 100
+
+
+class AuditRecords(_Message):
+    """The records a ``GetAudit`` asked for, newest first, each one line of the trail (a JSON object);
+    ``stats`` says where the trail is and how its writing goes."""
+
+    id: int
+    records: list[str] = []
+    stats: AuditStats | None = None  # always sent; None only from a peer that sent none

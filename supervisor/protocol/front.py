@@ -5,8 +5,8 @@ Requests are ``FrontRequest``; each gets exactly one terminal ``FrontReply`` car
 terminal). The one exception is ``Cancel``, which gets no reply of its own: the request it cancels
 gets its terminal reply instead (``ErrorReply`` with code ``CANCELLED``). Tool arguments and
 results are carried as ``msgspec.Raw``: the supervisor routes on names, ids and budgets and never
-decodes a payload it only relays. The operator's ``GetLogs`` and ``Shutdown`` (and their replies) are
-declared in ``supervisor.protocol.control``.
+decodes a payload it only relays. The operator's ``GetLogs``, ``Shutdown`` and ``GetAudit`` (and their
+replies) are declared in ``supervisor.protocol.control``.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from typing import Final
 import msgspec
 
 from supervisor.protocol.codec import _Message, total_decoder
-from supervisor.protocol.control import GetLogs, LogLines, Shutdown
+from supervisor.protocol.control import AuditRecords, GetAudit, GetLogs, LogLines, Shutdown
 from supervisor.protocol.payloads import FrontStats, ReloadSummary, ServerFailure, ServerStatus, ToolInfo
 
 ASKABLE: Final = ("sampling/createMessage", "elicitation/create")
 """The server requests a caller may answer itself (``CallTool.answers``)."""
 
 MAX_IDENTITY: Final = 128
-"""Characters of a client identity (``client``), all printable; a longer one is ``BAD_REQUEST``."""
+"""Characters of a client identity (``client``), and of a ``principal`` or ``session``, all printable;
+a longer one is ``BAD_REQUEST``."""
 
 
 LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -62,6 +63,10 @@ class CallTool(_Message):
     # ignored.
     traceparent: str = ""
     tracestate: str = ""
+    # Who the caller authenticated as (a gateway client's name, an OAuth subject), and the host session
+    # the request came from: named in the audit trail; "" when the caller has none to say.
+    principal: str = ""
+    session: str = ""
 
 
 class GetStatus(_Message):
@@ -122,6 +127,8 @@ class ReadResource(_Message):
     uri: str
     timeout: float | None = None
     client: str = ""
+    principal: str = ""  # as for ``CallTool``
+    session: str = ""  # as for ``CallTool``
 
 
 class GetPrompt(_Message):
@@ -136,6 +143,8 @@ class GetPrompt(_Message):
     server: str | None = None
     timeout: float | None = None
     client: str = ""
+    principal: str = ""  # as for ``CallTool``
+    session: str = ""  # as for ``CallTool``
 
 
 class Complete(_Message):
@@ -239,6 +248,7 @@ FrontRequest = (
     | Answer
     | GetLogs
     | Shutdown
+    | GetAudit
 )
 
 
@@ -326,6 +336,7 @@ FrontReply = (
     | CallProgress
     | ServerRequest
     | LogLines
+    | AuditRecords
 )
 
 _front_request = msgspec.msgpack.Decoder(FrontRequest)

@@ -163,9 +163,20 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     sandbox: str | None = None  # how it is confined (``supervisor.config.sandbox_entry.describe``); None: not
 
 
+class AuditStats(msgspec.Struct, kw_only=True):
+    """The audit trail's figures since the supervisor started (``supervisor.daemon.audit``)."""
+
+    path: str = ""  # the trail's file; "" when the trail is off
+    lines: int = 0  # lines written to the file
+    failures: int = 0  # writes that failed (their lines kept and written again later)
+    dropped: int = 0  # lines lost: the buffer of lines waiting to be written was full
+    waiting: int = 0  # lines not written yet
+
+
 class FrontStats(msgspec.Struct, kw_only=True):
     """The front door's figures, in ``status``: requests in flight now, and what was refused or dropped
-    since the supervisor started (see the README's Reliability section)."""
+    since the supervisor started (see the README's Reliability section); and the audit trail's, which
+    records the front door's calls, reads and prompts."""
 
     clients: int = 0  # clients with requests in flight
     in_flight: int = 0  # their requests in flight (calls, resources and prompts requests)
@@ -173,6 +184,7 @@ class FrontStats(msgspec.Struct, kw_only=True):
     malformed: int = 0  # front messages that were not requests (answered BAD_REQUEST, or dropped)
     dropped_replies: int = 0  # replies to clients that do not read theirs (maxQueuedReplies)
     dropped_calls: int = 0  # requests in flight of those clients, forgotten with them
+    audit: AuditStats | None = None  # None from a supervisor older than the trail
 
 
 class ReloadSummary(msgspec.Struct, frozen=True, kw_only=True):

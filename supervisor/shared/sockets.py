@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 EVENTS_HWM: Final = 10_000  # events queued per subscriber before it misses some
+MAX_USER_IDS: Final = 4096  # CURVE peers whose key a ROUTER remembers (``TrioSocket.user_ids``)
 
 
 _backend_get = cast(Callable[[zmq.Socket[bytes], int], int], zmq.backend.Socket.get)
@@ -91,6 +92,9 @@ class TrioSocket:
         self.sock = sock
         self.fd = fd_of(sock)
         self.poller: Poller | None = None  # the poller its reader waits in, once it has one
+        # A CURVE ROUTER's: each peer's ZAP User-Id (its public key, z85), by routing id, as its
+        # latest message said (the ``MAX_USER_IDS`` peers heard from last).
+        self.user_ids: dict[bytes, str] | None = None
 
     def send_nowait(self, frames: Sequence[bytes]) -> None:
         """Queue a multipart message; raises ``Unroutable`` if a ROUTER peer is gone."""
@@ -109,12 +113,33 @@ class TrioSocket:
 
     def drain(self) -> list[list[bytes]]:
         """Every queued message, up to ``BATCH``, without waiting."""
+        if self.user_ids is not None:
+            return self._drain_noting_users(self.user_ids)
         # The backend's own get/recv: pyzmq's sugar wraps each in Python-level option and enum handling.
         sock, get, recv, batch = self.sock, _backend_get, _backend_recv, list[list[bytes]]()
         while len(batch) < BATCH and get(sock, _EVENTS) & _POLLIN:
             frames = [recv(sock, _NOBLOCK)]
             while get(sock, _RCVMORE):
                 frames.append(recv(sock, _NOBLOCK))
+            batch.append(frames)
+        return batch
+
+    def _drain_noting_users(self, user_ids: dict[bytes, str]) -> list[list[bytes]]:
+        """As ``drain``, noting each sender's User-Id, read from its message's last frame."""
+        sock, batch = self.sock, list[list[bytes]]()
+        while len(batch) < BATCH and _backend_get(sock, _EVENTS) & _POLLIN:
+            frames: list[bytes] = []
+            more = True
+            while more:
+                frame = sock.recv(_NOBLOCK, copy=False)
+                frames.append(frame.bytes)
+                more = bool(_backend_get(sock, _RCVMORE))
+            user = frame.get("User-Id") if len(frames) > 1 else None
+            if isinstance(user, str) and user:
+                user_ids.pop(frames[0], None)  # the newest last: the oldest are forgotten first
+                user_ids[frames[0]] = user
+                if len(user_ids) > MAX_USER_IDS:
+                    del user_ids[next(iter(user_ids))]
             batch.append(frames)
         return batch
 
@@ -265,7 +290,10 @@ def bind_zmq_router(
     sock.setsockopt(zmq.SNDHWM, send_hwm)
     sock.setsockopt(zmq.RCVHWM, recv_hwm)
     _bind(sock, endpoint, curve)
-    return TrioSocket(sock)
+    router = TrioSocket(sock)
+    if curve is not None:
+        router.user_ids = {}
+    return router
 
 
 def _bind(sock: zmq.Socket[bytes], endpoint: str, curve: ServerKeys | None) -> None:

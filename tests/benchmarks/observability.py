@@ -7,7 +7,10 @@ against a fast tool, with the metrics listener off and on, side by side in one r
 Each configuration (--modes, the first is the baseline) runs in its own `mcp-supervisor run` with its
 own server process of the same kind, all started before the measuring and left running:
 
-  off      no HTTP listener (no call meter in the call table)
+  off      no HTTP listener (no call meter in the call table); the audit trail on, as by default
+  noaudit  as off, with "audit": false: no line per call
+  audit    as off (the trail on, written under the mode's own directory): against noaudit, what the
+           trail costs a call
   metrics  "metrics": "127.0.0.1:0": every tool call counted and timed; /metrics is scraped after each
            of its rounds, and its ok counter must have grown by exactly the round's calls
   page     as metrics, with a status page's event stream (/events) open for the whole run: a stats
@@ -104,7 +107,10 @@ class Mode:
 
 
 MODES = {
-    "off": Mode("off", {}),
+    "off": Mode("off", {}),  # the defaults: no listener, no tracing; the audit trail on
+    # The audit trail off, and on (as by default) with its file in the mode's own directory.
+    "noaudit": Mode("noaudit", {"audit": False}),
+    "audit": Mode("audit", {}),
     "metrics": Mode("metrics", {"metrics": "127.0.0.1:0"}, scrape=True),
     "page": Mode("page", {"metrics": "127.0.0.1:0"}, scrape=True, page=True),
     # Spans recorded and passed on to the worker and the server, exported nowhere: their cost alone.
@@ -151,7 +157,8 @@ def supervisors(modes: list[Mode], server: str, tmp: Path, problems: list[str]) 
         for mode in modes:
             home = tmp / mode.name
             home.mkdir()
-            env = {**os.environ, **mode.env}
+            # Every file a supervisor keeps (its audit trail by default) in the mode's own directory.
+            env = {**os.environ, "XDG_STATE_HOME": str(home / "state"), **mode.env}
             extra = {"supervisor": mode.settings} if mode.settings else {}
             proc, endpoint = launch_supervisor({"fast": target.config()}, home, env=env, extra=extra)
             running.append(Running(mode, proc, endpoint, home))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,19 @@ import pytest
 from tests.e2e.harness import SupervisorProcess, stdio_test_server
 
 Start = Callable[..., SupervisorProcess]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every supervisor the tests start keeps its state (its audit trail, OAuth tokens) under the run's
+    temporary directory, not the home directory's (a test may still give its own XDG_STATE_HOME)."""
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state-home"))
+    yield
+    if saved is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = saved
 
 
 @contextmanager

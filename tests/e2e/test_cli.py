@@ -52,7 +52,7 @@ def test_tools_json_lists_names_servers_and_schemas(shared: SupervisorProcess) -
 def test_status_json_has_one_row_per_server(shared: SupervisorProcess) -> None:
     done = cli("status", "--json", endpoint=shared.endpoint)
     assert done.returncode == 0, done.stderr
-    rows = {row["server"]: row for row in json.loads(done.stdout)}
+    rows = {row["server"]: row for row in json.loads(done.stdout)["servers"]}
     assert set(rows) == {"test", "time"}
     expected = {"server", "state", "worker_pid", "server_pid", "restarts", "tools", "last_error"}
     assert expected <= set(rows["time"])

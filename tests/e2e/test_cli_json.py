@@ -77,7 +77,11 @@ DOCUMENTS: list[tuple[tuple[str, ...], Callable[[Any], bool]]] = [
     (("tools",), lambda doc: all(set(tool) >= TOOL_KEYS for tool in doc) and len(doc) > 10),
     (
         ("status",),
-        lambda doc: {row["server"] for row in doc} == {"test", "spare", "crashy", "hostile", "pool"},
+        lambda doc: (
+            {row["server"] for row in doc["servers"]} == {"test", "spare", "crashy", "hostile", "pool"}
+            and {"events", "front", "audit"} <= set(doc)
+            and {"path", "lines", "failures", "dropped"} <= set(doc["audit"])
+        ),
     ),
     (
         ("wait", "--timeout", "30"),

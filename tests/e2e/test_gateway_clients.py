@@ -10,6 +10,7 @@ line and headers are the point.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import sys
 from collections.abc import Callable, Iterator
@@ -295,3 +296,29 @@ def test_a_broken_gateway_file_is_a_usage_error_naming_it(sup: SupervisorProcess
         assert done.returncode == 2, (text, done.stderr)
         assert str(path) in done.stderr and said in done.stderr, (text, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_the_audit_trail_names_each_client_and_host_session(
+    facade: HttpFacade, sup: SupervisorProcess
+) -> None:
+    marker = f"audited-{secrets.token_hex(4)}"
+    answered = post(facade, "bob", call_body(1, "mcp_u_echo", {"text": marker}))
+    assert answered.status_code == 200
+
+    async def session_call() -> None:
+        async with host(facade, "carol") as carol:
+            await carol.call_tool("mcp_shell_counter_get", {})
+
+    trio.run(session_call)
+
+    def lines(identity: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in sup.client.audit(identity=identity).records]
+
+    bob = poll("bob's call in the audit trail", lambda: lines("bob") or None, HOST_TIMEOUT)
+    assert bob[0]["tool"] == "mcp_u_echo" and bob[0]["server"] == "u" and bob[0]["outcome"] == "ok"
+    assert bob[0]["session"].startswith("facade-")  # a stateless request: the facade's own
+    carol = poll("carol's call in the audit trail", lambda: lines("carol") or None, HOST_TIMEOUT)
+    assert carol[0]["tool"] == "mcp_shell_counter_get"
+    assert re.fullmatch(r"facade-\d+-\d+", carol[0]["session"]), carol[0]  # her HTTP host session
+    trail = Path(sup.client.front_stats().audit.path)
+    assert marker not in "".join(p.read_text() for p in trail.parent.glob(trail.name + "*"))

@@ -200,7 +200,7 @@ def test_login_by_pasting_the_redirect_then_calls_work_and_no_token_shows(
     assert row.token_expires_at is not None and 3500 < row.token_expires_at - time.time() <= 3600
     status = setup.cli("status", "--json")
     out, _ = status.communicate(timeout=30)
-    assert json.loads(out)[0]["token_expires_at"] == pytest.approx(row.token_expires_at)
+    assert json.loads(out)["servers"][0]["token_expires_at"] == pytest.approx(row.token_expires_at)
     table = setup.cli("status")
     shown, _ = table.communicate(timeout=30)
     assert "TOKEN" in shown and "60m" in shown

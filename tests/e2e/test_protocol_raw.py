@@ -206,7 +206,9 @@ def test_requests_in_flight_together_are_each_answered_once_under_their_id(share
         "malformed",
         "dropped_replies",
         "dropped_calls",
+        "audit",
     }
+    assert set(status["front"]["audit"]) == {"path", "lines", "failures", "dropped", "waiting"}
 
 
 def test_a_call_that_asks_for_progress_gets_it_before_its_one_result_and_none_after(

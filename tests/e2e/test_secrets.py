@@ -166,7 +166,7 @@ def test_secrets_from_an_env_file_a_file_and_a_credential_reach_servers_and_noth
     places["supervisor log"] = sup.log
 
     assert "local" in places["status"] and "ready" in places["status"]
-    assert {row["server"] for row in json.loads(places["status --json"])} == {"local", "remote"}
+    assert {row["server"] for row in json.loads(places["status --json"])["servers"]} == {"local", "remote"}
     assert "crashing with 3" in places["logs local"]  # the server's stderr, kept across its crash
     assert "mcp_supervisor_calls_total" in places["GET /metrics"]
     assert "call env" in places["supervisor log"]  # DEBUG: the worker logs each call's arguments

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from types import SimpleNamespace
 from typing import Any
@@ -21,11 +22,11 @@ from supervisor.ops.metrics.latency import BOUNDS, quantile
 from supervisor.ops.metrics.meter import CallMeter
 from supervisor.ops.web.app import App
 from supervisor.ops.web.detail import params
-from supervisor.ops.web.http import Request, Response
+from supervisor.ops.web.http import Deferred, Request, Response
 from supervisor.ops.web.query import AUDIT_LIMIT, AuditQuery, QueryError, audit_query
 from supervisor.ops.web.site import _Backend
 from supervisor.ops.web.timeline import TIMELINE, Timeline, classify
-from supervisor.protocol import StateChanged
+from supervisor.protocol import AuditStats, StateChanged
 from supervisor.shared.address import HostCheck, ListenAddress
 from tests.unit.test_web_parts import HOST, FakeBackend
 
@@ -253,7 +254,7 @@ class ConsoleBackend(FakeBackend):
     def server(self, name: str) -> bytes | str:
         return b'{"server": "time"}' if name == "time" else f"no server named {name!r} (servers: time)"
 
-    def audit(self, since: float | None, identity: str | None, tool: str | None, limit: int) -> Any:
+    async def audit(self, since: float | None, identity: str | None, tool: str | None, limit: int) -> Any:
         self.asked.append((since, identity, tool, limit))
         return (
             {"records": [], "path": "audit.jsonl", "lines": 0, "failures": 0, "dropped": 0}
@@ -267,6 +268,8 @@ class ConsoleBackend(FakeBackend):
 
 def answer(app: App, method: str, path: str, query: str = "", host: str = HOST) -> tuple[int, Any]:
     reply = app.handle(Request(method, path, {"host": host}, b"", query))
+    if isinstance(reply, Deferred):  # an audit query: awaited
+        reply = trio.run(reply.make)
     assert isinstance(reply, Response)
     is_json = reply.content_type == "application/json"
     return reply.status, json.loads(reply.body) if is_json else reply.body
@@ -329,15 +332,20 @@ def test_the_pages_files_are_served_with_their_types_and_request_nothing_elsewhe
 
 
 class Trail:
+    spec = "on"  # the trail's settings: None when it is off
+
     def __init__(self) -> None:
         self.asked: list[dict[str, Any]] = []
 
-    def query(self, **filters: Any) -> dict[str, Any]:
+    async def query(self, **filters: Any) -> list[dict[str, Any]]:
         self.asked.append(filters)
-        return {"records": [], "path": "x", "lines": 0, "failures": 0, "dropped": 0}
+        return [{"tool": "mcp_a_b"}]
 
-    def identities(self) -> dict[str, Any]:
-        return {"identities": [{"identity": "ci", "active": True}]}
+    def stats(self) -> AuditStats:
+        return AuditStats(path="x", lines=3, failures=1, dropped=0)
+
+    def identities(self) -> list[dict[str, Any]]:
+        return [{"identity": "ci", "active": True}]
 
 
 def site_backend(supervisor: object) -> _Backend:
@@ -345,19 +353,25 @@ def site_backend(supervisor: object) -> _Backend:
     return _Backend(supervisor, CallMeter(lambda: 0.0), hosts)  # type: ignore[arg-type]
 
 
-def test_the_site_asks_the_supervisors_audit_trail_when_it_has_one() -> None:
-    assert site_backend(SimpleNamespace()).audit(None, None, None, 10) is None
+async def test_the_site_asks_the_supervisors_audit_trail_when_it_has_one() -> None:
+    assert await site_backend(SimpleNamespace()).audit(None, None, None, 10) is None
     assert site_backend(SimpleNamespace()).identities() is None
+    off = Trail()
+    off.spec = None  # type: ignore[assignment]
+    assert site_backend(SimpleNamespace(audit=off)).identities() is None  # "audit": false
     trail = Trail()
     backend = site_backend(SimpleNamespace(audit=trail))
-    assert backend.audit(60.0, "ci", "mcp_*", 5) == {
-        "records": [],
+    before = time.time()
+    assert await backend.audit(60.0, "ci", "mcp_*", 5) == {
+        "records": [{"tool": "mcp_a_b"}],
         "path": "x",
-        "lines": 0,
-        "failures": 0,
+        "lines": 3,
+        "failures": 1,
         "dropped": 0,
     }
-    assert trail.asked == [{"since": 60.0, "identity": "ci", "tool": "mcp_*", "limit": 5}]
+    (asked,) = trail.asked
+    assert before - 60.0 <= asked.pop("since") <= time.time() - 60.0  # seconds ago, as a time
+    assert asked == {"identity": "ci", "tool": "mcp_*", "limit": 5}
     assert backend.identities() == {"identities": [{"identity": "ci", "active": True}]}
 
 

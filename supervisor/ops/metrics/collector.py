@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 
 from supervisor.ops.metrics.meter import BOUNDS, OUTCOMES, CallMeter
 from supervisor.ops.metrics.procs import descendants, rss_bytes
-from supervisor.protocol import FrontStats, WorkerState
+from supervisor.protocol import AuditStats, FrontStats, WorkerState
 
 __all__ = ["PREFIX", "STATES", "Sample", "ServerSample", "SupervisorCollector"]
 
@@ -144,6 +144,10 @@ class SupervisorCollector(Collector):
         yield _counter("front_dropped_calls", "requests forgotten with those clients", front.dropped_calls)
         yield _gauge_value("front_clients", "clients with requests in flight", front.clients)
         yield _gauge_value("front_in_flight", "requests in flight from every client", front.in_flight)
+        audit = front.audit or AuditStats()  # the audit trail's figures (all 0 while it is off)
+        yield _counter("audit_lines", "lines written to the audit trail", audit.lines)
+        yield _counter("audit_failures", "writes of the audit trail that failed (retried)", audit.failures)
+        yield _counter("audit_dropped", "audit trail lines lost: the buffer was full", audit.dropped)
         yield _gauge_value("registry_tools", "tools in the registry", sample.tools)
         yield _gauge_value(
             "registry_version", "the registry's version (one more with each change)", sample.version

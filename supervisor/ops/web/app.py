@@ -37,7 +37,7 @@ from urllib.parse import unquote
 import msgspec
 
 from supervisor.ops.web.feed import Subscription
-from supervisor.ops.web.http import Request, Response, Streaming
+from supervisor.ops.web.http import Deferred, Request, Response, Streaming
 from supervisor.ops.web.query import QueryError, audit_query
 from supervisor.shared.address import HostCheck
 
@@ -131,11 +131,12 @@ class Backend(Protocol):
         server has, why not."""
         ...
 
-    def audit(
+    async def audit(
         self, since: float | None, identity: str | None, tool: str | None, limit: int
     ) -> dict[str, Any] | None:
         """``/api/audit``: the audit trail's newest ``limit`` records of the last ``since`` seconds (None:
-        any age), of ``identity``, of tools matching the glob ``tool``; None without an audit trail."""
+        any age), of ``identity``, of tools matching the glob ``tool``; None without an audit trail
+        (read from its files: awaited)."""
         ...
 
     def identities(self) -> dict[str, Any] | None:
@@ -149,7 +150,7 @@ class App:
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
 
-    def handle(self, request: Request) -> Response | Streaming:
+    def handle(self, request: Request) -> Response | Streaming | Deferred:
         host = request.headers.get("host", "")
         if not self._backend.hosts.allows(host):  # a page on another origin, through DNS rebinding
             why = f"Host {host!r} does not name this listener (a name of your own goes in statusHosts)"
@@ -204,12 +205,16 @@ class App:
             return _error(HTTPStatus.NOT_FOUND, answer)
         return Response(200, answer, _JSON)
 
-    def _audit(self, request: Request) -> Response:
+    def _audit(self, request: Request) -> Response | Deferred:
         try:
             query = audit_query(request.query)
         except QueryError as exc:
             return _error(HTTPStatus.BAD_REQUEST, str(exc))
-        return _found(self._backend.audit(query.since, query.identity, query.tool, query.limit))
+
+        async def answer() -> Response:
+            return _found(await self._backend.audit(query.since, query.identity, query.tool, query.limit))
+
+        return Deferred(answer)
 
     def _events(self, request: Request) -> Response | Streaming:
         if request.method == "HEAD":

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Final, Protocol
@@ -34,7 +34,7 @@ import h11
 import trio
 
 __all__ = ["MAX_BODY", "MAX_CONNECTIONS", "MAX_HEAD", "REQUEST_TIMEOUT", "WRITE_TIMEOUT"]
-__all__ += ["Chunks", "Handler", "HttpServer", "Request", "Response", "Streaming"]
+__all__ += ["Chunks", "Deferred", "Handler", "HttpServer", "Request", "Response", "Streaming"]
 
 log = logging.getLogger("mcp_supervisor.web")
 
@@ -47,6 +47,7 @@ RECEIVE_CHUNK: Final = 16 * 1024  # bytes read at a time
 LINGER_TIMEOUT: Final = 1.0  # seconds spent reading what a client still sends after an error answer
 LINGER_BYTES: Final = 256 * 1024  # bytes read and dropped then, at most
 REFUSE_TIMEOUT: Final = 0.2  # seconds to write the 503 to a connection past MAX_CONNECTIONS
+DEFER_TIMEOUT: Final = 10.0  # seconds a response that is awaited (an audit query) may take; then 503
 _ACCEPT_CAPACITY: Final = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _ACCEPT_PAUSE: Final = 0.1  # seconds to wait when out of file descriptors or memory
 
@@ -86,7 +87,14 @@ class Streaming:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-Handler = Callable[[Request], Response | Streaming]
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A response made by awaiting ``make`` (one that reads files, say), within ``DEFER_TIMEOUT``."""
+
+    make: Callable[[], Awaitable[Response]]
+
+
+Handler = Callable[[Request], Response | Streaming | Deferred]
 
 
 class _Gone(Exception):
@@ -208,6 +216,11 @@ class HttpServer:
     async def _answer(self, stream: trio.SocketStream, conn: h11.Connection, request: Request) -> None:
         try:
             reply = self._handle(request)
+            if isinstance(reply, Deferred):
+                made = None
+                with trio.move_on_after(DEFER_TIMEOUT):
+                    made = await reply.make()
+                reply = made or Response(HTTPStatus.SERVICE_UNAVAILABLE, b"no answer in time\n")
         except Exception:  # boundary: one request's failure must not end the listener
             log.exception("metrics listener: %s %s failed", request.method, request.path[:200])
             reply = Response(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error (logged)\n")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from typing import Any, Final
 
 import msgspec
@@ -197,21 +198,35 @@ class _Backend:
         tools = [tool for tool in sup.registry.tools() if tool.server == name]
         return msgspec.json.encode(detail(server.status(), tools, logs.log.lines))
 
-    def audit(
+    async def audit(
         self, since: float | None, identity: str | None, tool: str | None, limit: int
     ) -> dict[str, Any] | None:
-        trail = getattr(self._supervisor, "audit", None)
+        trail = self._trail()
         if trail is None:
             return None
-        answer: dict[str, Any] = trail.query(since=since, identity=identity, tool=tool, limit=limit)
+        after = None if since is None else time.time() - since
+        stats = trail.stats()
+        answer: dict[str, Any] = {
+            "records": [],
+            "path": stats.path,
+            "lines": stats.lines,
+            "failures": stats.failures,
+            "dropped": stats.dropped,
+        }
+        try:
+            answer["records"] = await trail.query(since=after, identity=identity, tool=tool, limit=limit)
+        except OSError as exc:
+            answer["error"] = f"cannot read the audit trail: {exc.strerror or exc}"
         return answer
 
     def identities(self) -> dict[str, Any] | None:
+        trail = self._trail()
+        return None if trail is None else {"identities": trail.identities()}
+
+    def _trail(self) -> Any:
+        """The supervisor's audit trail, None when it has none or it is off (``"audit": false``)."""
         trail = getattr(self._supervisor, "audit", None)
-        if trail is None:
-            return None
-        answer: dict[str, Any] = trail.identities()
-        return answer
+        return None if trail is None or getattr(trail, "spec", None) is None else trail
 
     def reloading(self) -> None:
         """A reload begins (``ReloadWatcher``): its end goes on the timeline."""
