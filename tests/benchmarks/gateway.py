@@ -9,6 +9,9 @@ side in one run, in alternating blocks (AB, then BA):
   gateway  `serve --http --gateway FILE`: the token is a client's, with a view (a servers list and a
            tools glob) and limits high enough never to refuse (so every call is admitted, and counted:
            its body is read for its method, its principal's window and in-flight count kept)
+  jwt      the same client matched by subject, its access token an RS256 JWT of a real authorization
+           server (tests/servers/oauth_server.py --jwt), checked by the facade as a protected resource
+           (the signature once, then the verdict kept until the token expires)
 
 The host is the SDK's ``mcp.Client`` over streamable HTTP (2026-07-28 requests: the fast path),
 calling ``mcp_t_echo``. Prints p50/p99 and calls/s per path and concurrency, and the gateway's
@@ -49,6 +52,7 @@ from tests.benchmarks.common import (
     stop_supervisor,
     wait_ready,
 )
+from tests.e2e.oauth_hosts import AuthServer
 from workers.remote import keepalive_http_client
 
 TEST_SERVER = REPO / "tests" / "servers" / "mcp_test_server.py"
@@ -142,6 +146,7 @@ def main() -> None:
         test_server = {"command": sys.executable, "args": [str(TEST_SERVER)]}
         proc, endpoint = launch_supervisor({"t": test_server, "u": test_server}, tmp)
         facades: list[subprocess.Popen[bytes]] = []
+        issuer: AuthServer | None = None
         try:
             with SupervisorClient(endpoint) as sup:
                 wait_ready(sup, proc, 2)
@@ -159,10 +164,21 @@ def main() -> None:
             facades.append(plain)
             gated, gated_url = facade(endpoint, tmp, tokens["tokens"], "--gateway", str(gateway))
             facades.append(gated)
-            rows = trio.run(bench, args, {"tokens": plain_url, "gateway": gated_url}, tokens)
+            issuer = AuthServer(tmp, "--jwt", "--any-resource")
+            oauth = tmp / "oauth.json"
+            subject = {**client, "subject": "bench"}
+            del subject["token"]
+            oauth.write_text(json.dumps({"oauth": {"issuer": issuer.base}, "clients": [subject]}))
+            verified, verified_url = facade(endpoint, tmp, tokens["tokens"], "--gateway", str(oauth))
+            facades.append(verified)
+            tokens["jwt"] = issuer.mint(aud=verified_url, sub="bench", expires_in=3600)
+            urls = {"tokens": plain_url, "gateway": gated_url, "jwt": verified_url}
+            rows = trio.run(bench, args, urls, tokens)
         finally:
             for process in facades:
                 stop_process(process)
+            if issuer is not None:
+                issuer.stop()
             stop_supervisor(proc, problems)
     print(f"{args.calls} calls x {args.blocks} blocks per path, alternating; SDK Client over streamable HTTP")
     print_table(["path", "callers", "p50 ms", "p99 ms", "calls/s", "added p50"], rows)
