@@ -3,7 +3,7 @@
 Pure parsing, no I/O but the secrets its ``${...}`` name. Above: ``supervisor.config.gateway``, which
 decodes the block as an ``OAuthBlock`` and turns it into an ``OAuthResource`` here; the CLI's ``serve``,
 which fills in the listener's own resource URL (``for_listener``); the facade's protected resource
-(``supervisor.facade.oauth_resource``), which runs it. Below: ``${VAR}`` expansion.
+(``supervisor.facade.protected_resource``), which runs it. Below: ``${VAR}`` expansion.
 
 ::
 

@@ -1,7 +1,7 @@
 """Access tokens checked as the HTTP facade's protected resource does: a JWT against the issuer's keys,
 any other token (or every token, if so set) through the authorization server's introspection.
 
-Above: ``supervisor.facade.oauth_resource.ProtectedResource``, which asks ``AccessTokens.principal`` for
+Above: ``supervisor.facade.protected_resource.ProtectedResource``, which asks ``AccessTokens.principal`` for
 a request's bearer token and answers a ``TokenRefused`` with its ``Refusal``. Below: the issuer's keys
 (``supervisor.facade.token_keys``), PyJWT, httpx2, and the settings
 (``supervisor.config.oauth_resource``).

@@ -9,7 +9,7 @@ stdin; a line the SDK's transport cannot read is answered all the same (``superv
 Over HTTP,
 every request needs ``Authorization: Bearer <token>`` with one of the tokens (compared in constant
 time), or, with a gateway file's ``oauth`` block, an OAuth access token its authorization server
-issued for this server (``supervisor.facade.oauth_resource``), unless told to run without; the port is
+issued for this server (``supervisor.facade.protected_resource``), unless told to run without; the port is
 bound to 127.0.0.1 unless another host is named.
 """
 
@@ -49,7 +49,7 @@ from supervisor.shared.address import HostCheck, ListenAddress
 from supervisor.shared.federation import Member
 
 if TYPE_CHECKING:
-    from supervisor.facade.oauth_resource import ProtectedResource
+    from supervisor.facade.protected_resource import ProtectedResource
 
 __all__ = ["MCP_PATH", "BearerAuth", "Front", "SameOrigin", "bind", "http_app", "serve_http", "serve_stdio"]
 
@@ -192,7 +192,7 @@ def http_app(
                 named[entry.name] = entry.token
         auth = BearerAuth(named) if named else None
     if tokens is not None and gateway is not None and gateway.oauth is not None:
-        from supervisor.facade.oauth_resource import ProtectedResource  # only with OAuth: PyJWT, crypto
+        from supervisor.facade.protected_resource import ProtectedResource  # only with OAuth: PyJWT, crypto
 
         oauth = ProtectedResource(gateway.oauth.for_listener(host, port), MCP_PATH)
     if tokens is not None and auth is None and oauth is None:

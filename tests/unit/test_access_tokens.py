@@ -1,4 +1,4 @@
-"""The HTTP facade's protected resource (``supervisor.facade.oauth_resource``) checking access tokens:
+"""The HTTP facade's protected resource (``supervisor.facade.protected_resource``) checking access tokens:
 what a valid one proves, every reason one is refused, the JWKS and introspection it asks, and its
 metadata. The authorization server is an in-process fake (httpx2's ``MockTransport``); the real one,
 with real processes, is in tests/e2e/test_facade_oauth.py."""
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from supervisor.config.oauth_resource import Introspection, OAuthResource
 from supervisor.facade.access_tokens import Refusal
-from supervisor.facade.oauth_resource import ProtectedResource, metadata_url
 from supervisor.facade.principal import Principal
+from supervisor.facade.protected_resource import ProtectedResource, metadata_url
 from supervisor.facade.token_keys import REFETCH_INTERVAL, IssuerKeys, KeysUnavailable
 
 ISSUER = "https://as.example.com"
