@@ -4,7 +4,6 @@
 "use strict";
 
 const TIMELINE_SHOWN = 200;  // entries the list shows; the ring holds more
-const TIMELINE_SPAN = 3600;  // seconds the axis shows
 const DETAIL_EVERY = 3000;  // ms between loads of an open detail panel
 const AUDIT_EVERY = 10000;  // ms between loads of the audit views
 const KIND_WORDS = {
@@ -38,15 +37,17 @@ function drawAxis() {
   const width = svg.clientWidth || 400;
   const now = Date.now() / 1000;
   svg.setAttribute("viewBox", `0 0 ${width} 34`);
-  const x = (time) => 6 + (width - 12) * (1 - (now - time) / TIMELINE_SPAN);
+  const span = chartSpan();  // the charts' span (page.js)
+  const x = (time) => 6 + (width - 12) * (1 - (now - time) / span);
   const parts = [svgElement("line", {x1: 6, x2: width - 6, y1: 12, y2: 12}, "axis")];
-  for (let ago = TIMELINE_SPAN; ago >= 0; ago -= 900) {
-    const tick = svgElement("text", {x: x(now - ago), y: 30, "text-anchor": ago === TIMELINE_SPAN ? "start" : ago ? "middle" : "end"});
-    tick.textContent = ago ? "−" + ago / 60 + " min" : "now";
+  for (let quarter = 4; quarter >= 0; quarter--) {
+    const ago = span * quarter / 4;
+    const tick = svgElement("text", {x: x(now - ago), y: 30, "text-anchor": quarter === 4 ? "start" : quarter ? "middle" : "end"});
+    tick.textContent = ago ? "−" + spanText(ago) : "now";
     parts.push(tick, svgElement("line", {x1: x(now - ago), x2: x(now - ago), y1: 9, y2: 15}, "axis"));
   }
   for (const entry of timeline) {
-    if (now - entry.time > TIMELINE_SPAN) break;
+    if (now - entry.time > span) break;
     const dot = svgElement("circle", {cx: x(entry.time), cy: 12, r: entry.kind === "state" ? 3 : 5});
     dot.setAttribute("data-kind", entry.kind);
     parts.push(titled(dot, clock(entry.time, true) + " " + (entry.server || "supervisor") + ": " + entry.kind + (entry.detail ? " — " + entry.detail : "")));
@@ -260,9 +261,14 @@ async function loadIdentities() {
 
 function loadAuditViews() { loadAudit(); loadIdentities(); }
 
+function axisTick() {  // the axis moves with the clock: redrawn every 1/120 of its span (1 to 30 s)
+  drawAxis();
+  setTimeout(axisTick, Math.min(30000, Math.max(1000, chartSpan() * 1000 / 120)));
+}
+
 function startViews() {
   loadTimeline();
-  setInterval(drawAxis, 30000);  // the axis moves with the clock
+  axisTick();
   document.getElementById("detail-close").addEventListener("click", closeDetail);
   document.addEventListener("keydown", (event) => { if (event.key === "Escape") closeDetail(); });
   document.getElementById("audit-form").addEventListener("submit", (event) => { event.preventDefault(); loadAudit(); });
