@@ -246,7 +246,9 @@ async function loadIdentities() {
       tr.dataset.identity = one.identity;
       const name = element("td", "identity " + (one.active ? "active" : "idle"), one.identity);
       name.title = one.active ? "active" : "not active";
-      tr.append(name, element("td", "num", one.sessions), element("td", "num", one.calls),
+      const sessions = element("td", "num sessions", one.sessions.length);  // the latest 32 at most
+      sessions.title = one.sessions.join(", ") || "no session named";
+      tr.append(name, sessions, element("td", "num", one.calls),
         element("td", "num", one.errors), element("td", "", isoClock(one.firstSeen)), element("td", "", isoClock(one.lastSeen)));
       return tr;
     }));
