@@ -1,9 +1,9 @@
 """The console in a real headless Chromium against a real supervisor, workers and test servers: the
 hour's sparklines after some calls, the timeline following a killed worker with its reason, a
-server's tools and log lines on a click, the audit views (which say "no audit trail" while the
-supervisor has none), the layout at 1280 and at 800 px wide; and each JSON path's answers, 404s,
-400s and Host checks. Screenshots go to ``$MCPS_SCREENSHOTS`` when set (``docs/images`` holds a
-set), else to each test's directory."""
+server's tools and log lines on a click, the audit view of two principals' calls newest first and
+filtered as ``/api/audit`` filters them, the identities, "no audit trail" with ``"audit": false``,
+the layout at 1280 and at 800 px wide; and each JSON path's answers, 404s, 400s and Host checks.
+The docs' screenshots are taken by ``tests/e2e/test_console_tour.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,7 +25,6 @@ from tests.e2e.browser import (
     chromium,
     needs_chromium,
     open_page,
-    screenshot,
     wait_for,
 )
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
@@ -84,9 +82,7 @@ def count(driver: WebDriver, selector: str) -> int:
 
 
 @needs_chromium
-def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(
-    start_supervisor: Start, tmp_path: Path
-) -> None:
+def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     calls(sup, "alpha", ok=6, failed=2)
@@ -112,7 +108,6 @@ def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(
         wait_for(driver, "the errors total", lambda d: d.find_element(By.ID, "total-errors").text == "2")
         chips = {c.text for c in driver.find_elements(By.CSS_SELECTOR, "#by-state .chip")}
         assert chips == {"2 ready"}
-        screenshot(driver, tmp_path, "console-servers")
         light = driver.execute_script("return getComputedStyle(document.body).backgroundColor;")
         dark = [{"name": "prefers-color-scheme", "value": "dark"}]
         driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": dark})
@@ -121,13 +116,10 @@ def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(
             "the dark colours",
             lambda d: d.execute_script("return getComputedStyle(document.body).backgroundColor;") != light,
         )
-        screenshot(driver, tmp_path, "console-dark")
 
 
 @needs_chromium
-def test_the_timeline_shows_a_killed_worker_with_its_reason_live(
-    start_supervisor: Start, tmp_path: Path
-) -> None:
+def test_the_timeline_shows_a_killed_worker_with_its_reason_live(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     calls(sup, "beta", ok=3, failed=1)
@@ -154,11 +146,10 @@ def test_the_timeline_shows_a_killed_worker_with_its_reason_live(
         assert status == 200
         crashes = [e for e in timeline["events"] if e["kind"] == "crash"]
         assert [(e["server"], e["detail"]) for e in crashes] == [("alpha", reason)]
-        screenshot(driver, tmp_path, "console-timeline")
 
 
 @needs_chromium
-def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: Start, tmp_path: Path) -> None:
+def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     with chromium() as driver:
@@ -180,7 +171,6 @@ def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: S
             "the new lines",
             lambda d: d.find_element(By.ID, "detail-logs").text.count("written after the click") == 2,
         )
-        screenshot(driver, tmp_path, "console-detail")
         driver.find_element(By.ID, "detail-close").click()
         wait_for(driver, "the panel closed", lambda d: not d.find_element(By.ID, "detail").is_displayed())
         driver.find_element(By.CSS_SELECTOR, 'tr[data-server="beta"]').click()
@@ -214,13 +204,13 @@ def audit_api(port: int, **query: str) -> list[dict[str, Any]]:
 
 
 def audit_rows(driver: WebDriver) -> list[tuple[str, str, str, str, float]]:
-    """The audit table's rows, top to bottom: identity, kind, tool, outcome, ms."""
+    """The audit table's rows, top to bottom: identity, kind, tool, outcome, ms (exact, from its title)."""
     script = """
         return [...document.querySelectorAll("#audit tbody tr")].map((tr) =>
             ["identity", "kind", "tool", "outcome"].map((c) => tr.querySelector("td." + c).textContent)
-                .concat([tr.children[5].textContent]));
+                .concat([tr.querySelector("td.ms").title]));
     """
-    return [(i, k, t, o, float(ms)) for i, k, t, o, ms in driver.execute_script(script)]
+    return [(i, k, t, o, float(ms.removesuffix(" ms"))) for i, k, t, o, ms in driver.execute_script(script)]
 
 
 def as_rows(records: list[dict[str, Any]]) -> list[tuple[str, str, str, str, float]]:
@@ -310,7 +300,7 @@ def test_without_an_audit_trail_the_views_and_paths_say_so(start_supervisor: Sta
 
 
 @needs_chromium
-def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Start, tmp_path: Path) -> None:
+def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     calls(sup, "alpha", ok=2, failed=0)
@@ -323,12 +313,10 @@ def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Star
         assert table.rect["x"] + table.rect["width"] <= width  # every column on the screen
         timeline, audit = (driver.find_element(By.ID, name) for name in ("timeline-section", "audit-section"))
         assert audit.rect["y"] >= timeline.rect["y"] + timeline.rect["height"]  # one column
-        screenshot(driver, tmp_path, "console-narrow")
         driver.find_element(By.CSS_SELECTOR, 'tr[data-server="alpha"]').click()
         wait_for(driver, "alpha's tools", lambda d: count(d, "#detail-tools tbody tr") > 0)
         panel = driver.find_element(By.ID, "detail")
         assert panel.rect["x"] == 0 and panel.rect["width"] == width
-        screenshot(driver, tmp_path, "console-narrow-detail")
 
 
 # --- the JSON paths ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ const ACTIONS = ["restart", "stop", "start"];
 const HISTORY_EVERY = 5000;  // ms between loads of /api/history (at most; once a bucket when shorter)
 const POINTS = 60;  // points each chart holds: the history's buckets
 const DEFAULT_BUCKET = 60;  // seconds a point until /api/history says (statusBucket)
-const SPARK = {width: 96, height: 24};  // the sparklines' drawing box (CSS may scale it)
+const SPARK = {width: 120, height: 28};  // the sparklines' drawing box (CSS may scale it)
 const rows = new Map();  // server name -> its <tr>
 let controls = false;
 let loading = null;
@@ -250,7 +250,8 @@ function line(values, top, className, dots) {  // a path through the non-null va
 }
 
 function spark(values, label, kind) {
-  const svg = svgElement("svg", {viewBox: `0 0 ${SPARK.width} ${SPARK.height}`, role: "img"}, "spark " + kind);
+  const box = {viewBox: `0 0 ${SPARK.width} ${SPARK.height}`, preserveAspectRatio: "none", role: "img"};
+  const svg = svgElement("svg", box, "spark " + kind);  // drawn to the width CSS gives it
   svg.dataset.kind = kind;
   svg.appendChild(svgElement("line", {x1: 0, x2: SPARK.width, y1: SPARK.height - 0.5, y2: SPARK.height - 0.5}, "base"));
   const count = values.calls.length;

@@ -221,14 +221,18 @@ async function loadAudit() {
       tool.title = "server " + record.server + ", arguments " + (record.argDigest || "");
       const who = element("td", "identity", record.identity);
       who.title = "session " + record.session;
-      tr.append(when, who, element("td", "kind", record.kind), tool, outcome,
-        element("td", "num", record.ms), element("td", "num", record.argBytes + " / " + record.resultBytes));
+      const ms = element("td", "num ms", record.ms.toFixed(1));
+      ms.title = record.ms + " ms";
+      const sizes = element("td", "num bytes", record.argBytes + " / " + record.resultBytes);
+      sizes.title = "arguments " + record.argBytes + " bytes, result " + record.resultBytes + " bytes";
+      tr.append(when, who, element("td", "kind", record.kind), tool, outcome, ms, sizes);
       return tr;
     }));
     table.hidden = false;
     state.dataset.audit = "yes";
-    state.textContent = plural(audit.records.length, "record") + " shown · " + audit.path + ": " +
+    state.textContent = plural(audit.records.length, "record") + " shown · " + audit.path.split("/").pop() + ": " +
       plural(audit.lines, "line") + ", " + plural(audit.failures, "write failure") + ", " + audit.dropped + " dropped";
+    state.title = audit.path;
   } catch (error) {
     state.textContent = "could not load the audit trail: " + error;
   }
