@@ -66,6 +66,12 @@ def open_page(driver: WebDriver, port: int, servers: list[str]) -> None:
     driver.execute_script("window.notReloaded = true;")
 
 
+def scrolls_sideways(driver: WebDriver, selector: str) -> bool:
+    """Whether the element ``selector`` is wider inside than it shows (a scroll bar at its foot)."""
+    script = "const box = document.querySelector(arguments[0]); return box.scrollWidth > box.clientWidth;"
+    return bool(driver.execute_script(script, selector))
+
+
 def screenshot(driver: WebDriver, tmp_path: Path, name: str, element: str | None = None) -> Path:
     """Save the window (or only the element with the id ``element``) as ``NAME.png`` in
     ``$MCPS_SCREENSHOTS`` (made if missing), else in ``tmp_path``."""

@@ -25,6 +25,7 @@ from tests.e2e.browser import (
     chromium,
     needs_chromium,
     open_page,
+    scrolls_sideways,
     wait_for,
 )
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
@@ -311,6 +312,7 @@ def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Star
         assert driver.execute_script("return document.documentElement.scrollWidth;") <= width
         table = driver.find_element(By.ID, "server-table")
         assert table.rect["x"] + table.rect["width"] <= width  # every column on the screen
+        assert not scrolls_sideways(driver, "#servers-section .scroll")
         timeline, audit = (driver.find_element(By.ID, name) for name in ("timeline-section", "audit-section"))
         assert audit.rect["y"] >= timeline.rect["y"] + timeline.rect["height"]  # one column
         driver.find_element(By.CSS_SELECTOR, 'tr[data-server="alpha"]').click()

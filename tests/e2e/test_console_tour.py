@@ -23,7 +23,16 @@ import trio
 
 from supervisor.client import AsyncSupervisorClient
 from supervisor.client.errors import ToolExecutionError
-from tests.e2e.browser import CHROMEDRIVER, NARROW, chromium, needs_chromium, open_page, screenshot, wait_for
+from tests.e2e.browser import (
+    CHROMEDRIVER,
+    NARROW,
+    chromium,
+    needs_chromium,
+    open_page,
+    screenshot,
+    scrolls_sideways,
+    wait_for,
+)
 from tests.e2e.harness import START_TIMEOUT, SupervisorProcess, poll, stdio_test_server
 from tests.e2e.web import listening, request_json
 
@@ -301,6 +310,7 @@ def test_a_tour_of_the_console_after_a_varied_minute(start_supervisor: Start, tm
         )
         table = driver.find_element(By.ID, "server-table")
         assert table.rect["x"] + table.rect["width"] <= width  # every column on the screen
+        assert not scrolls_sideways(driver, "#servers-section .scroll")
         screenshot(driver, tmp_path, "console-narrow")
         driver.find_element(By.CSS_SELECTOR, 'tr[data-server="tickets"]').click()
         wait_for(
