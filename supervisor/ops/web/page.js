@@ -36,10 +36,11 @@ function clock(unix, seconds) {  // a time of day, local
 function plural(count, word, many) { return count + " " + (count === 1 ? word : many || word + "s"); }
 
 function spanText(seconds) {  // a length of time, short: "1 h", "2 min", "45 s", "1 min 30 s"
-  if (seconds % 3600 === 0) return seconds / 3600 + " h";
-  if (seconds % 60 === 0) return seconds / 60 + " min";
-  if (seconds < 60) return seconds + " s";
-  return Math.floor(seconds / 60) + " min " + seconds % 60 + " s";
+  const unit = (count, name) => count + "\u00a0" + name;  // a number never parted from its unit
+  if (seconds % 3600 === 0) return unit(seconds / 3600, "h");
+  if (seconds % 60 === 0) return unit(seconds / 60, "min");
+  if (seconds < 60) return unit(seconds, "s");
+  return unit(Math.floor(seconds / 60), "min") + " " + unit(seconds % 60, "s");
 }
 
 function bucketSeconds() { return lastHistory ? lastHistory.bucket : DEFAULT_BUCKET; }
