@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_REDIRECT_URI",
+    "DEFAULT_STATUS_BUCKET",
     "DEFAULT_TOOL_TIMEOUT",
     "Config",
     "ConfigError",
@@ -37,7 +38,15 @@ __all__ += [
     "ServerConfig",
     "ServerSpec",
 ]
-__all__ += ["MAX_REPLICAS", "MAX_SESSIONS", "Scope", "SupervisorSettings", "TokenAuthMethod", "Transport"]
+__all__ += [
+    "MAX_REPLICAS",
+    "MAX_SESSIONS",
+    "MAX_STATUS_BUCKET",
+    "Scope",
+    "SupervisorSettings",
+    "TokenAuthMethod",
+    "Transport",
+]
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 """Seconds a tool call may run when neither the caller nor the config says otherwise."""
@@ -52,6 +61,9 @@ DEFAULT_IDLE_TIMEOUT = 300.0
 """Seconds a ``scope: client`` session may go without a call before it is reaped."""
 DEFAULT_MAX_SESSIONS = 16
 """``scope: client`` sessions of one server at once; a new client past it is answered OVERLOADED."""
+DEFAULT_STATUS_BUCKET = 60
+"""Seconds per point of the console's charts (``statusBucket``): with 60 points, the last hour."""
+MAX_STATUS_BUCKET = 3600
 
 
 class RootEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -173,6 +185,9 @@ class SupervisorSettings(
     # More Host names the HTTP listener answers to (its address and, on loopback, the loopback names
     # always): a DNS name of your own, a reverse proxy's. Any other Host is refused (DNS rebinding).
     status_hosts: list[str] = []
+    # Seconds per point of the console's charts, which hold 60 points: the default, a minute each,
+    # shows the last hour. Read when the supervisor starts.
+    status_bucket: Annotated[int, msgspec.Meta(ge=1, le=MAX_STATUS_BUCKET)] = DEFAULT_STATUS_BUCKET
     # OpenTelemetry spans for routed calls in the supervisor and its workers, exported as the standard
     # OTEL_* environment variables say. Read when the supervisor starts.
     tracing: bool = False

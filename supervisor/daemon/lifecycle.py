@@ -91,7 +91,7 @@ def run(
     endpoint = resolve_endpoint(endpoint)
     curve = _front_door(endpoint, keys, insecure)
     _claim_endpoint(endpoint)
-    site = _site(metrics, config.settings.metrics)
+    site = _site(metrics, config.settings.metrics, config.settings.status_bucket)
     workers = ensure_runtime_dir(runtime_dir()) / f"workers-{os.getpid()}.sock"
     meter = None if site is None else site.meter
     audit = audit_spec(config.settings.audit, instance_name(endpoint, runtime_dir()))
@@ -142,9 +142,9 @@ def _front_door(endpoint: str, keys: str | None, insecure: bool) -> ServerKeys |
     return curve
 
 
-def _site(option: str | None, setting: str | None) -> Site | None:
+def _site(option: str | None, setting: str | None, bucket: int) -> Site | None:
     """The HTTP listener for metrics and the status page, bound (None: neither ``--metrics`` nor the
-    ``"metrics"`` setting asks for one)."""
+    ``"metrics"`` setting asks for one), its charts ``bucket`` seconds a point (``statusBucket``)."""
     value = option if option is not None else setting
     if value is None:
         return None
@@ -155,7 +155,7 @@ def _site(option: str | None, setting: str | None) -> Site | None:
     from supervisor.ops.web.site import Site  # the HTTP stack and prometheus_client: only when asked for
 
     try:
-        site = Site.bind(address)
+        site = Site.bind(address, bucket)
     except OSError as exc:
         raise StartError(f"cannot listen for metrics on {value}: {exc.strerror or exc}") from exc
     log.info("metrics and status page on %s", site.url)

@@ -66,10 +66,21 @@ def open_page(driver: WebDriver, port: int, servers: list[str]) -> None:
     driver.execute_script("window.notReloaded = true;")
 
 
-def screenshot(driver: WebDriver, tmp_path: Path, name: str) -> Path:
-    """Save the window as ``NAME.png`` in ``$MCPS_SCREENSHOTS`` (made if missing), else in ``tmp_path``."""
+def scrolls_sideways(driver: WebDriver, selector: str) -> bool:
+    """Whether the element ``selector`` is wider inside than it shows (a scroll bar at its foot)."""
+    script = "const box = document.querySelector(arguments[0]); return box.scrollWidth > box.clientWidth;"
+    return bool(driver.execute_script(script, selector))
+
+
+def screenshot(driver: WebDriver, tmp_path: Path, name: str, element: str | None = None) -> Path:
+    """Save the window (or only the element with the id ``element``) as ``NAME.png`` in
+    ``$MCPS_SCREENSHOTS`` (made if missing), else in ``tmp_path``."""
     directory = Path(os.environ.get("MCPS_SCREENSHOTS") or tmp_path)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.png"
-    assert driver.save_screenshot(str(path)), f"no screenshot saved at {path}"
+    if element is None:
+        saved = driver.save_screenshot(str(path))
+    else:
+        saved = driver.find_element(By.ID, element).screenshot(str(path))
+    assert saved, f"no screenshot saved at {path}"
     return path

@@ -1,9 +1,9 @@
 """The console in a real headless Chromium against a real supervisor, workers and test servers: the
 hour's sparklines after some calls, the timeline following a killed worker with its reason, a
-server's tools and log lines on a click, the audit views (which say "no audit trail" while the
-supervisor has none), the layout at 1280 and at 800 px wide; and each JSON path's answers, 404s,
-400s and Host checks. Screenshots go to ``$MCPS_SCREENSHOTS`` when set (``docs/images`` holds a
-set), else to each test's directory."""
+server's tools and log lines on a click, the audit view of two principals' calls newest first and
+filtered as ``/api/audit`` filters them, the identities, "no audit trail" with ``"audit": false``,
+the layout at 1280 and at 800 px wide; and each JSON path's answers, 404s, 400s and Host checks.
+The docs' screenshots are taken by ``tests/e2e/test_console_tour.py``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
+import trio
 
+from supervisor.client import AsyncSupervisorClient
 from supervisor.client.errors import SupervisorError, ToolExecutionError
 from tests.e2e.browser import (
     CHROMEDRIVER,
@@ -23,7 +25,7 @@ from tests.e2e.browser import (
     chromium,
     needs_chromium,
     open_page,
-    screenshot,
+    scrolls_sideways,
     wait_for,
 )
 from tests.e2e.harness import SupervisorProcess, poll, stdio_test_server
@@ -38,7 +40,8 @@ if CHROMEDRIVER.exists():
 Start = Callable[..., SupervisorProcess]
 METRICS = {"metrics": "127.0.0.1:0"}
 HELLO = "console test server says hello"  # a line the servers write to stderr at start
-NO_AUDIT = "this supervisor has no audit trail yet (/api/audit answers 404): its views say so, and no more"
+ALICE = "alice@example.com"
+BOB = "bob@example.com"
 
 
 def servers() -> dict[str, Any]:
@@ -80,9 +83,7 @@ def count(driver: WebDriver, selector: str) -> int:
 
 
 @needs_chromium
-def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(
-    start_supervisor: Start, tmp_path: Path
-) -> None:
+def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     calls(sup, "alpha", ok=6, failed=2)
@@ -108,7 +109,6 @@ def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(
         wait_for(driver, "the errors total", lambda d: d.find_element(By.ID, "total-errors").text == "2")
         chips = {c.text for c in driver.find_elements(By.CSS_SELECTOR, "#by-state .chip")}
         assert chips == {"2 ready"}
-        screenshot(driver, tmp_path, "console-servers")
         light = driver.execute_script("return getComputedStyle(document.body).backgroundColor;")
         dark = [{"name": "prefers-color-scheme", "value": "dark"}]
         driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": dark})
@@ -117,13 +117,10 @@ def test_the_sparklines_show_the_calls_of_the_last_hour_with_their_values(
             "the dark colours",
             lambda d: d.execute_script("return getComputedStyle(document.body).backgroundColor;") != light,
         )
-        screenshot(driver, tmp_path, "console-dark")
 
 
 @needs_chromium
-def test_the_timeline_shows_a_killed_worker_with_its_reason_live(
-    start_supervisor: Start, tmp_path: Path
-) -> None:
+def test_the_timeline_shows_a_killed_worker_with_its_reason_live(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     calls(sup, "beta", ok=3, failed=1)
@@ -150,11 +147,10 @@ def test_the_timeline_shows_a_killed_worker_with_its_reason_live(
         assert status == 200
         crashes = [e for e in timeline["events"] if e["kind"] == "crash"]
         assert [(e["server"], e["detail"]) for e in crashes] == [("alpha", reason)]
-        screenshot(driver, tmp_path, "console-timeline")
 
 
 @needs_chromium
-def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: Start, tmp_path: Path) -> None:
+def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     with chromium() as driver:
@@ -176,7 +172,6 @@ def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: S
             "the new lines",
             lambda d: d.find_element(By.ID, "detail-logs").text.count("written after the click") == 2,
         )
-        screenshot(driver, tmp_path, "console-detail")
         driver.find_element(By.ID, "detail-close").click()
         wait_for(driver, "the panel closed", lambda d: not d.find_element(By.ID, "detail").is_displayed())
         driver.find_element(By.CSS_SELECTOR, 'tr[data-server="beta"]').click()
@@ -186,43 +181,127 @@ def test_clicking_a_server_shows_its_tools_and_its_log_lines(start_supervisor: S
         assert "256 MB" in driver.find_element(By.ID, "detail-status").text
 
 
+async def principal_calls(endpoint: str) -> None:
+    """Five calls over one connection by two principals (``as_client``), the fourth failing, in order."""
+    async with AsyncSupervisorClient(endpoint, request_timeout=30) as client:
+        alice = client.as_client("agent-a", principal=ALICE, session="host-1")
+        bob = client.as_client("agent-b", principal=BOB, session="host-2")
+        assert (await alice.call_tool("mcp_alpha_echo", {"text": "a1"})).text == "a1"
+        assert (await bob.call_tool("mcp_beta_echo", {"text": "b1"})).text == "b1"
+        assert (await alice.call_tool("mcp_beta_add", {"a": 1, "b": 2})).text == "3"
+        with pytest.raises(ToolExecutionError):
+            await bob.call_tool("mcp_alpha_fail", {"message": "refused"})
+        assert (await alice.call_tool("mcp_alpha_echo", {"text": "a2"})).text == "a2"
+
+
+def audit_api(port: int, **query: str) -> list[dict[str, Any]]:
+    """``/api/audit`` with the query the page sends (its default age, an hour, and 200 records)."""
+    status, body = request_json(
+        port, "GET", "/api/audit?" + urlencode({**query, "since": 3600, "limit": 200})
+    )
+    assert status == 200, body
+    records: list[dict[str, Any]] = body["records"]
+    return records
+
+
+def audit_rows(driver: WebDriver) -> list[tuple[str, str, str, str, float]]:
+    """The audit table's rows, top to bottom: identity, kind, tool, outcome, ms (exact, from its title)."""
+    script = """
+        return [...document.querySelectorAll("#audit tbody tr")].map((tr) =>
+            ["identity", "kind", "tool", "outcome"].map((c) => tr.querySelector("td." + c).textContent)
+                .concat([tr.querySelector("td.ms").title]));
+    """
+    return [(i, k, t, o, float(ms.removesuffix(" ms"))) for i, k, t, o, ms in driver.execute_script(script)]
+
+
+def as_rows(records: list[dict[str, Any]]) -> list[tuple[str, str, str, str, float]]:
+    return [(r["identity"], r["kind"], r["tool"], r["outcome"], r["ms"]) for r in records]
+
+
+def filter_audit(driver: WebDriver, identity: str, tool: str) -> None:
+    for field, value in (("audit-identity", identity), ("audit-tool", tool)):
+        box = driver.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    driver.find_element(By.CSS_SELECTOR, "#audit-form button").click()
+
+
 @needs_chromium
-def test_the_audit_views_show_the_records_and_identities_or_say_there_is_no_audit_trail(
-    start_supervisor: Start, tmp_path: Path
+def test_the_audit_view_lists_each_principals_calls_newest_first_and_filters_them_as_the_api_does(
+    start_supervisor: Start,
 ) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
-    calls(sup, "alpha", ok=3, failed=1)
-    status, _ = request_json(port, "GET", "/api/audit")
+    trio.run(principal_calls, sup.endpoint)
+    expected = [
+        (ALICE, "call", "mcp_alpha_echo", "ok"),
+        (BOB, "call", "mcp_alpha_fail", "tool_error"),
+        (ALICE, "call", "mcp_beta_add", "ok"),
+        (BOB, "call", "mcp_beta_echo", "ok"),
+        (ALICE, "call", "mcp_alpha_echo", "ok"),
+    ]
+    records = poll("the five calls in /api/audit", lambda: len(r := audit_api(port)) == 5 and r, 30)
+    assert [row[:4] for row in as_rows(records)] == expected  # newest first
+    times = [record["time"] for record in records]
+    assert times == sorted(times, reverse=True) and all(record["ms"] > 0 for record in records)
     with chromium() as driver:
         open_page(driver, port, ["alpha", "beta"])
-        if status == 404:
-            for view in ("audit-state", "identities-state"):
-                wait_for(
-                    driver,
-                    f"{view} saying so",
-                    lambda d, v=view: d.find_element(By.ID, v).text == "no audit trail",
-                )
-            assert not driver.find_element(By.ID, "audit").is_displayed()
-            assert not driver.find_element(By.ID, "identities").is_displayed()
-            screenshot(driver, tmp_path, "console-audit")
-            pytest.skip(NO_AUDIT)
+        wait_for(driver, "the five records", lambda d: count(d, "#audit tbody tr") == 5)
+        assert audit_rows(driver) == as_rows(records)
+        for query, shown in [
+            ({"identity": BOB}, 2),
+            ({"tool": "mcp_alpha_*"}, 3),
+            ({"identity": ALICE, "tool": "*_echo"}, 2),
+            ({"identity": "carol@example.com"}, 0),
+            ({}, 5),
+        ]:
+            filtered = audit_api(port, **query)
+            assert len(filtered) == shown, (query, filtered)
+            filter_audit(driver, query.get("identity", ""), query.get("tool", ""))
+            wait_for(driver, f"the records of {query}", lambda d, f=filtered: audit_rows(d) == as_rows(f))
+            says = driver.find_element(By.ID, "audit-state").text
+            assert says.startswith(f"{shown} record{'' if shown == 1 else 's'} shown · "), says
+        status, identities = request_json(port, "GET", "/api/identities")
         assert status == 200
-        wait_for(driver, "the audit records", lambda d: count(d, "#audit tbody tr") >= 4)
-        tools = [td.text for td in driver.find_elements(By.CSS_SELECTOR, "#audit td.tool")]
-        assert tools.count("mcp_alpha_echo") == 3 and tools.count("mcp_alpha_fail") == 1
-        outcomes = [td.text for td in driver.find_elements(By.CSS_SELECTOR, "#audit td.outcome")]
-        assert outcomes.count("tool_error") == 1
-        driver.find_element(By.ID, "audit-tool").send_keys("*fail")
-        driver.find_element(By.CSS_SELECTOR, "#audit-form button").click()
-        wait_for(driver, "the filtered records", lambda d: count(d, "#audit tbody tr") == 1)
-        wait_for(driver, "an identity", lambda d: count(d, "#identities tbody tr") >= 1)
-        assert count(driver, "#identities td.active") >= 1
-        screenshot(driver, tmp_path, "console-audit")
+        assert [(i["identity"], i["calls"], i["errors"], i["active"]) for i in identities["identities"]] == [
+            (ALICE, 3, 0, True),  # seen last first
+            (BOB, 2, 1, True),
+        ]
+        wait_for(driver, "both identities", lambda d: count(d, "#identities tbody tr") == 2)
+        shown_identities = driver.execute_script("""
+            return [...document.querySelectorAll("#identities tbody tr")].map((tr) =>
+                [tr.dataset.identity, tr.querySelector("td.identity").className,
+                 tr.querySelector("td.sessions").title,
+                 ...[...tr.querySelectorAll("td.num")].map((td) => td.textContent)]);
+        """)
+        assert shown_identities == [  # sessions: how many, named in the title; calls; errors
+            [ALICE, "identity active", "host-1", "1", "3", "0"],
+            [BOB, "identity active", "host-2", "1", "2", "1"],
+        ]
+        assert driver.find_element(By.ID, "identities-state").text == "2 identities, 2 active"
 
 
 @needs_chromium
-def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Start, tmp_path: Path) -> None:
+def test_without_an_audit_trail_the_views_and_paths_say_so(start_supervisor: Start) -> None:
+    sup = start_supervisor(servers(), settings={**METRICS, "audit": False})
+    port = listening(sup)
+    calls(sup, "alpha", ok=2, failed=1)
+    for path in ("/api/audit?since=3600&identity=me&tool=mcp_*&limit=5", "/api/identities"):
+        assert request_json(port, "GET", path) == (404, {"error": "no audit trail"}), path
+    with chromium() as driver:
+        open_page(driver, port, ["alpha", "beta"])
+        for view in ("audit-state", "identities-state"):
+            wait_for(
+                driver,
+                f"{view} saying so",
+                lambda d, v=view: d.find_element(By.ID, v).text == "no audit trail",
+            )
+        assert not driver.find_element(By.ID, "audit").is_displayed()
+        assert not driver.find_element(By.ID, "identities").is_displayed()
+
+
+@needs_chromium
+def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Start) -> None:
     sup = start_supervisor(servers(), settings=METRICS)
     port = listening(sup)
     calls(sup, "alpha", ok=2, failed=0)
@@ -233,14 +312,13 @@ def test_the_page_fits_800_pixels_and_its_panel_covers_it(start_supervisor: Star
         assert driver.execute_script("return document.documentElement.scrollWidth;") <= width
         table = driver.find_element(By.ID, "server-table")
         assert table.rect["x"] + table.rect["width"] <= width  # every column on the screen
+        assert not scrolls_sideways(driver, "#servers-section .scroll")
         timeline, audit = (driver.find_element(By.ID, name) for name in ("timeline-section", "audit-section"))
         assert audit.rect["y"] >= timeline.rect["y"] + timeline.rect["height"]  # one column
-        screenshot(driver, tmp_path, "console-narrow")
         driver.find_element(By.CSS_SELECTOR, 'tr[data-server="alpha"]').click()
         wait_for(driver, "alpha's tools", lambda d: count(d, "#detail-tools tbody tr") > 0)
         panel = driver.find_element(By.ID, "detail")
         assert panel.rect["x"] == 0 and panel.rect["width"] == width
-        screenshot(driver, tmp_path, "console-narrow-detail")
 
 
 # --- the JSON paths ------------------------------------------------------------------------------
@@ -292,9 +370,7 @@ def test_an_unknown_server_is_404_naming_it(console: tuple[SupervisorProcess, in
     assert request_json(port, "POST", "/api/servers/alpha")[0] == 405
 
 
-def test_the_audit_paths_answer_404_without_an_audit_trail_and_400_for_a_bad_query(
-    console: tuple[SupervisorProcess, int],
-) -> None:
+def test_the_audit_paths_answer_400_naming_a_bad_query(console: tuple[SupervisorProcess, int]) -> None:
     _, port = console
     for query, says in [
         ("since=-1", "since must be a number of seconds of 0 or more"),
@@ -305,13 +381,11 @@ def test_the_audit_paths_answer_404_without_an_audit_trail_and_400_for_a_bad_que
     ]:
         status, body = request_json(port, "GET", "/api/audit?" + query)
         assert status == 400 and says in body["error"], (query, body)
-    audit = request_json(port, "GET", "/api/audit?since=3600&identity=me&tool=mcp_*&limit=5")
-    identities = request_json(port, "GET", "/api/identities")
-    if audit[0] == 404:
-        assert audit == identities == (404, {"error": "no audit trail"})
-        pytest.skip(NO_AUDIT)
-    assert audit[0] == 200 and set(audit[1]) >= {"records", "path", "lines", "failures", "dropped"}
-    assert identities[0] == 200 and isinstance(identities[1]["identities"], list)
+    status, audit = request_json(port, "GET", "/api/audit?since=3600&identity=me&tool=mcp_*&limit=5")
+    assert status == 200 and audit["records"] == [] and audit["failures"] == audit["dropped"] == 0
+    assert audit["path"].endswith(".jsonl")
+    status, identities = request_json(port, "GET", "/api/identities")
+    assert status == 200 and isinstance(identities["identities"], list)
 
 
 @pytest.mark.parametrize(
@@ -334,8 +408,7 @@ def test_the_new_paths_refuse_a_host_that_does_not_name_the_listener(
     status, _, body = request(port, "GET", path, {"Host": f"evil.example:{port}"})
     assert status == 421 and b"does not name this listener" in body
     status, headers, _ = request(port, "GET", path, {"Host": f"localhost:{port}"})
-    audit = path in ("/api/audit", "/api/identities")
-    assert status in ((200, 404) if audit else (200,)), (path, status)  # 404 without an audit trail
+    assert status == 200, (path, status)
     assert "access-control-allow-origin" not in headers
 
 

@@ -17,6 +17,8 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from supervisor.config.load import parse_config
+from supervisor.config.model import MAX_STATUS_BUCKET, ConfigError
 from supervisor.ops.metrics.history import BUCKET, SLOTS, CallHistory, bucket_end
 from supervisor.ops.metrics.latency import BOUNDS, quantile
 from supervisor.ops.metrics.meter import CallMeter
@@ -35,27 +37,33 @@ EPOCH = 1_700_000_040.0  # a minute's start
 # --- the hour of history ---------------------------------------------------------------------
 
 
+BUCKETS = st.one_of(st.sampled_from([1, 2, 60, 3600]), st.integers(1, MAX_STATUS_BUCKET))  # statusBucket
+
+
 @given(
+    BUCKETS,
     st.lists(
-        st.tuples(st.integers(0, len(BOUNDS)), st.booleans(), st.floats(0, 3 * 3600, allow_nan=False)),
+        st.tuples(st.integers(0, len(BOUNDS)), st.booleans(), st.floats(0, 3, allow_nan=False)),
         max_size=200,
     ),
-    st.floats(0, 600),
+    st.floats(0, 0.2),
 )
-def test_history_holds_exactly_the_calls_of_the_last_hour_bucket_by_bucket(
-    calls: list[tuple[int, bool, float]], later: float
+def test_history_holds_exactly_the_calls_of_its_last_buckets_at_any_width(
+    bucket: int, spread: list[tuple[int, bool, float]], later: float
 ) -> None:
-    """Calls in time order; read at the last call or later: each bucket has the calls of its minute."""
-    calls.sort(key=lambda call: call[2])
-    history = CallHistory()
+    """Calls in time order over three spans of the history, read at the last call or a little later:
+    each bucket has exactly the calls of its ``bucket`` seconds, whatever ``bucket`` is."""
+    span = SLOTS * bucket
+    calls = sorted(((lat, err, offset * span) for lat, err, offset in spread), key=lambda call: call[2])
+    history = CallHistory(bucket)
     for latency, error, offset in calls:
         history.add(latency, error, EPOCH + offset)
-    now = EPOCH + (calls[-1][2] if calls else 0) + later
-    last = int(now // BUCKET)
+    now = EPOCH + (calls[-1][2] if calls else 0) + later * span
+    last = int(now // bucket)
     series = history.series(now)
     assert len(series.calls) == len(series.errors) == len(series.p50) == len(series.p99) == SLOTS
     for position, index in enumerate(range(last - SLOTS + 1, last + 1)):
-        inside = [(lat, err) for lat, err, offset in calls if int((EPOCH + offset) // BUCKET) == index]
+        inside = [(lat, err) for lat, err, offset in calls if int((EPOCH + offset) // bucket) == index]
         counts = [0] * (len(BOUNDS) + 1)
         for latency, _ in inside:
             counts[latency] += 1
@@ -77,6 +85,44 @@ def test_a_clock_set_back_starts_its_bucket_again_and_never_grows_the_history() 
 def test_a_history_needs_positive_sizes() -> None:
     with pytest.raises(ValueError, match="positive bucket and slot count"):
         CallHistory(bucket=0)
+    with pytest.raises(ValueError, match="a history bucket must be a positive number of seconds, not 0"):
+        CallMeter(lambda: 0.0, bucket=0)
+
+
+@given(BUCKETS, st.floats(0, 10 * 3600, allow_nan=False))
+def test_the_meters_history_ends_at_the_end_of_the_bucket_now_is_in(bucket: int, offset: float) -> None:
+    wall = EPOCH + offset
+    meter = CallMeter(lambda: 100.0, lambda: wall, bucket=bucket)
+    meter.failed("files", 99.9, "TIMEOUT")
+    history = meter.history(["files"])
+    assert history.bucket == bucket and history.end % bucket == 0
+    assert history.end - bucket <= wall < history.end
+    series = history.servers["files"]
+    assert (series.calls[-1], series.errors[-1], sum(series.calls)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (0, "expected 'int' >= 1"),
+        (3601, "expected 'int' <= 3600"),
+        (1.5, "expected 'int', got 'float'"),
+        ("60", "expected 'int', got 'str'"),
+    ],
+)
+def test_a_bad_status_bucket_rejects_the_config_naming_the_field(value: object, says: str) -> None:
+    text = json.dumps({"mcpServers": {}, "supervisor": {"statusBucket": value}})
+    with pytest.raises(ConfigError) as info:
+        parse_config(text.encode(), environ={})
+    assert f"\"supervisor\": field 'statusBucket': {says}" in str(info.value)
+
+
+def test_the_status_bucket_loads_and_defaults_to_a_minute() -> None:
+    def bucket(settings: dict[str, Any]) -> int:
+        text = json.dumps({"mcpServers": {}, "supervisor": settings})
+        return parse_config(text.encode(), environ={}).settings.status_bucket
+
+    assert (bucket({}), bucket({"statusBucket": 2}), bucket({"statusBucket": 3600})) == (60, 2, 3600)
 
 
 def test_the_meters_history_has_every_server_asked_for_and_ends_with_the_current_minute() -> None:

@@ -1,13 +1,14 @@
-"""The last hour of one server's tool calls, in fixed buckets of wall-clock time: the console's sparklines.
+"""The recent past of one server's tool calls, in fixed buckets of wall-clock time: the console's sparklines.
 
 Above: the call meter (``supervisor.ops.metrics.meter``), which adds every call it is told of, and the
 console's ``/api/history`` (``supervisor.ops.web.site``), which reads ``series``. Below: nothing (pure
 code: the wall clock is passed in).
 
-Buckets are aligned on the epoch (a one-minute bucket is a clock minute), ``SLOTS`` of them in a ring,
-each holding the latency histogram of its calls (``BOUNDS``) and how many of them were errors. A slot
-an hour old is started again when a call falls in it; one that no call has reached since is read as
-empty. Memory per server is fixed: ``SLOTS`` lists of ``len(BOUNDS) + 2`` ints.
+Buckets are ``statusBucket`` seconds long (``BUCKET``, a minute, by default) and aligned on the epoch
+(a one-minute bucket is a clock minute), ``SLOTS`` of them in a ring, each holding the latency
+histogram of its calls (``BOUNDS``) and how many of them were errors. A slot a whole ring old (an hour,
+by default) is started again when a call falls in it; one that no call has reached since is read as
+empty. Memory per server is fixed, whatever the bucket: ``SLOTS`` lists of ``len(BOUNDS) + 2`` ints.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from supervisor.ops.metrics.latency import BOUNDS, quantile
 
 __all__ = ["BUCKET", "SLOTS", "CallHistory", "Series"]
 
-BUCKET: Final = 60  # seconds of wall-clock time one bucket holds
-SLOTS: Final = 60  # buckets kept: with BUCKET, an hour
+BUCKET: Final = 60  # seconds of wall-clock time one bucket holds, by default (``statusBucket``)
+SLOTS: Final = 60  # buckets kept: with the default BUCKET, an hour
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The call meter: each server's tool calls by outcome, their latency, the last minute and the last hour.
+"""The call meter: each server's tool calls by outcome, their latency, the last minute and the history.
 
 Above: the call table (``supervisor.daemon.call_table``), which tells the meter of every tool call it settles
 (``answered`` or ``failed``) with the time it was sent, while a meter is attached (the HTTP listener
@@ -9,7 +9,8 @@ pure code: the clocks are passed in, ``trio.current_time`` and ``time.time`` in 
 Cost on the hot path, per call: one dict lookup, a ``bisect`` over the bucket bounds, a read of the
 wall clock, a few int additions; a result's ``is_error`` flag is read by a decoder that skips every
 other field. Memory is bounded whatever the call rate: per server, one histogram, a ring of 60
-one-second histograms and one of 60 one-minute histograms.
+one-second histograms and one of 60 histograms of the history's buckets (a minute each by default:
+``statusBucket``).
 Figures of servers that are gone are dropped by ``keep``.
 """
 
@@ -87,13 +88,13 @@ class ServerCalls:
 
     __slots__ = ("buckets", "history", "outcomes", "since", "sum", "window")
 
-    def __init__(self, since: float) -> None:
+    def __init__(self, since: float, bucket: int = BUCKET) -> None:
         self.since = since  # when it was first measured (the rate's span is at most WINDOW from here)
         self.outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
         self.buckets = [0] * (len(BOUNDS) + 1)  # per bucket, not cumulative; the last is +Inf
         self.sum = 0.0  # seconds, over every call
         self.window = LatencyWindow()
-        self.history = CallHistory()
+        self.history = CallHistory(bucket)
 
     def observe(self, outcome: str, seconds: float, now: float, wall: float) -> None:
         """A call that ended ``outcome`` after ``seconds``, at ``now`` (the meter's clock) and ``wall``
@@ -115,11 +116,17 @@ class ServerCalls:
 class CallMeter:
     """Every server's ``ServerCalls``; the call table's ``CallMeter``."""
 
-    def __init__(self, clock: Callable[[], float], wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, clock: Callable[[], float], wall: Callable[[], float] = time.time, bucket: int = BUCKET
+    ) -> None:
         """``clock``: the clock the call table stamps calls with (``trio.current_time``); ``wall``: the
-        time of day, which the history's buckets follow."""
+        time of day, which the history's buckets follow; ``bucket``: seconds per bucket of the history
+        (``statusBucket``)."""
+        if bucket <= 0:
+            raise ValueError(f"a history bucket must be a positive number of seconds, not {bucket}")
         self._clock = clock
         self._wall = wall
+        self.bucket = bucket
         self.servers: dict[str, ServerCalls] = {}
 
     def answered(self, server: str, started: float, result: msgspec.Raw) -> None:
@@ -132,7 +139,7 @@ class CallMeter:
         now = self._clock()
         calls = self.servers.get(server)
         if calls is None:
-            calls = self.servers[server] = ServerCalls(now)
+            calls = self.servers[server] = ServerCalls(now, self.bucket)
         calls.observe(outcome, now - started, now, self._wall())
 
     def keep(self, servers: Collection[str]) -> None:
@@ -146,13 +153,13 @@ class CallMeter:
         return (0.0, None, None) if calls is None else calls.recent(self._clock())
 
     def history(self, servers: Collection[str]) -> History:
-        """The last hour of each of ``servers`` (one without calls: empty buckets)."""
+        """The last ``SLOTS`` buckets of each of ``servers`` (one without calls: empty buckets)."""
         wall = self._wall()
         series = {}
         for name in servers:
             calls = self.servers.get(name)
             series[name] = empty_series() if calls is None else calls.history.series(wall)
-        return History(bucket=BUCKET, end=bucket_end(wall), servers=series)
+        return History(bucket=self.bucket, end=bucket_end(wall, self.bucket), servers=series)
 
 
 class History(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,7 +7,7 @@ Below: a ``Backend`` (``supervisor.ops.web.site`` reads a running supervisor): w
     GET  /page.css, /page.js, /views.js        files; no build step, no external requests)
     GET  /metrics                            Prometheus text exposition
     GET  /api/status                         every server's status row, with its last minute of calls
-    GET  /api/history                        every server's last hour of calls, errors, p50, p99
+    GET  /api/history                        each server's 60 statusBucket buckets: calls, errors, p50, p99
     GET  /api/timeline                       crashes, restarts, stops, starts, reloads: newest first
     GET  /api/servers/NAME                   one server's status row, tools and recent log lines
     GET  /api/audit?since=&identity=&tool=&limit=   the audit trail's records, newest first

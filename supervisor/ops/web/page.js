@@ -8,8 +8,10 @@ const COLUMNS = ["server", "state", "restarts", "tools", "sandbox", "per_second"
   "spark_calls", "spark_latency", "spark_errors", "last_error"];
 const NUMERIC = new Set(["restarts", "tools", "per_second", "p50", "p99"]);
 const ACTIONS = ["restart", "stop", "start"];
-const HISTORY_EVERY = 5000;  // ms between loads of /api/history
-const SPARK = {width: 96, height: 24};  // the sparklines' drawing box (CSS may scale it)
+const HISTORY_EVERY = 5000;  // ms between loads of /api/history (at most; once a bucket when shorter)
+const POINTS = 60;  // points each chart holds: the history's buckets
+const DEFAULT_BUCKET = 60;  // seconds a point until /api/history says (statusBucket)
+const SPARK = {width: 120, height: 28};  // the sparklines' drawing box (CSS may scale it)
 const rows = new Map();  // server name -> its <tr>
 let controls = false;
 let loading = null;
@@ -32,6 +34,36 @@ function clock(unix, seconds) {  // a time of day, local
 }
 
 function plural(count, word, many) { return count + " " + (count === 1 ? word : many || word + "s"); }
+
+function spanText(seconds) {  // a length of time, short: "1 h", "2 min", "45 s", "1 min 30 s"
+  const unit = (count, name) => count + "\u00a0" + name;  // a number never parted from its unit
+  if (seconds % 3600 === 0) return unit(seconds / 3600, "h");
+  if (seconds % 60 === 0) return unit(seconds / 60, "min");
+  if (seconds < 60) return unit(seconds, "s");
+  return unit(Math.floor(seconds / 60), "min") + " " + unit(seconds % 60, "s");
+}
+
+function bucketSeconds() { return lastHistory ? lastHistory.bucket : DEFAULT_BUCKET; }
+
+function chartSpan() { return bucketSeconds() * POINTS; }  // seconds the charts and the timeline's axis show
+
+function lastWords(seconds) {  // "the last hour", "the last 2 min"
+  return "the last " + (seconds === 3600 ? "hour" : seconds === 60 ? "minute" : spanText(seconds));
+}
+
+function bucketName(bucket) {  // what one point of a chart is: "minute", "2 s bucket"
+  return {1: "second", 60: "minute", 3600: "hour"}[bucket] || spanText(bucket) + " bucket";
+}
+
+function relabel() {  // the words that say how much the charts show follow the history's bucket
+  const span = chartSpan();
+  const bucket = bucketSeconds();
+  for (const node of document.querySelectorAll(".span-short")) node.textContent = spanText(span);
+  for (const node of document.querySelectorAll(".span-long")) node.textContent = lastWords(span);
+  const words = {1: "a second", 60: "a minute", 3600: "an hour"}[bucket] || "every " + spanText(bucket);
+  document.getElementById("bucket-words").textContent = words;
+  document.getElementById("timeline-axis").setAttribute("aria-label", "events of " + lastWords(span));
+}
 
 function element(tag, className, text) {
   const made = document.createElement(tag);
@@ -165,6 +197,7 @@ function renderTotals() {
     for (const series of Object.values(lastHistory.servers)) errors += series.errors.reduce((a, b) => a + b, 0);
   }
   document.getElementById("total-errors").textContent = errors;
+  document.getElementById("errors-word").textContent = errors === 1 ? "error" : "errors";
 }
 
 function load() {
@@ -192,7 +225,7 @@ async function operate(server, action) {
   }
 }
 
-// --- the sparklines: the last hour, one bucket a point
+// --- the sparklines: the last POINTS buckets (an hour of minutes by default), one bucket a point
 
 function bucketSpan(index, count) {  // the bucket's start and end, and how long it has run
   const end = lastHistory.end - (count - 1 - index) * lastHistory.bucket;
@@ -218,7 +251,8 @@ function line(values, top, className, dots) {  // a path through the non-null va
 }
 
 function spark(values, label, kind) {
-  const svg = svgElement("svg", {viewBox: `0 0 ${SPARK.width} ${SPARK.height}`, role: "img"}, "spark " + kind);
+  const box = {viewBox: `0 0 ${SPARK.width} ${SPARK.height}`, preserveAspectRatio: "none", role: "img"};
+  const svg = svgElement("svg", box, "spark " + kind);  // drawn to the width CSS gives it
   svg.dataset.kind = kind;
   svg.appendChild(svgElement("line", {x1: 0, x2: SPARK.width, y1: SPARK.height - 0.5, y2: SPARK.height - 0.5}, "base"));
   const count = values.calls.length;
@@ -243,7 +277,8 @@ function spark(values, label, kind) {
   for (let index = 0; index < count; index++) {
     const span = bucketSpan(index, count);
     const hit = svgElement("rect", {x: index * step, y: 0, width: step, height: SPARK.height}, "hit");
-    svg.appendChild(titled(hit, clock(span.start) + "–" + clock(span.end) + ": " + label(index, span)));
+    const fine = lastHistory.bucket < 60;  // seconds in the times when a bucket is shorter than a minute
+    svg.appendChild(titled(hit, clock(span.start, fine) + "–" + clock(span.end, fine) + ": " + label(index, span)));
   }
   return svg;
 }
@@ -266,10 +301,11 @@ function drawSparks(tr) {
   if (!lastHistory) return;
   const series = lastHistory.servers[tr.dataset.server];
   if (!series) return;
+  const last = lastWords(chartSpan());
   const summary = {
-    calls: "calls in the last hour: " + series.calls.reduce((a, b) => a + b, 0),
-    latency: "p50 (green) and p99 (orange) of each minute",
-    errors: "errors in the last hour: " + series.errors.reduce((a, b) => a + b, 0),
+    calls: "calls in " + last + ": " + series.calls.reduce((a, b) => a + b, 0),
+    latency: "p50 (green) and p99 (orange) of each " + bucketName(lastHistory.bucket),
+    errors: "errors in " + last + ": " + series.errors.reduce((a, b) => a + b, 0),
   };
   cell(tr, "spark_calls").replaceChildren(titled(spark(series, callsLabel(series), "calls"), summary.calls));
   cell(tr, "spark_latency").replaceChildren(titled(spark(series, latencyLabel(series), "latency"), summary.latency));
@@ -280,7 +316,9 @@ async function loadHistory() {
   try {
     const answer = await getJSON("/api/history");
     if (!answer.ok) throw new Error(answer.body.error);
+    const bucket = bucketSeconds();
     lastHistory = answer.body;
+    if (lastHistory.bucket !== bucket) { relabel(); drawAxis(); }  // views.js
     for (const tr of rows.values()) drawSparks(tr);
     renderTotals();
   } catch (error) {
@@ -327,9 +365,12 @@ function listen() {
   events.addEventListener("stats", (event) => render(JSON.parse(event.data)));
 }
 
+function historyTick() {  // the history again, once a bucket (at most every HISTORY_EVERY ms, at least every second)
+  loadHistory().finally(() => setTimeout(historyTick, Math.min(HISTORY_EVERY, Math.max(1000, bucketSeconds() * 1000))));
+}
+
 function start() {
-  load().then(loadHistory);
-  setInterval(loadHistory, HISTORY_EVERY);
+  load().then(historyTick);
   startViews();  // views.js
   listen();
 }

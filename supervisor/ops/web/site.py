@@ -31,6 +31,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from supervisor.daemon.core import Supervisor
 from supervisor.ops.metrics.collector import Sample, ServerSample, SupervisorCollector
+from supervisor.ops.metrics.history import BUCKET
 from supervisor.ops.metrics.meter import CallMeter
 from supervisor.ops.web.app import Action, App
 from supervisor.ops.web.detail import LOG_LINES, detail
@@ -67,16 +68,18 @@ _OPERATIONS: Final[dict[Action, type[Restart | Stop | Start]]] = {
 class Site:
     """A bound listener and the call meter; ``serve`` runs it for a supervisor."""
 
-    def __init__(self, address: ListenAddress, sock: socket.socket) -> None:
+    def __init__(self, address: ListenAddress, sock: socket.socket, bucket: int = BUCKET) -> None:
+        """``bucket``: seconds per point of the console's charts (``statusBucket``)."""
         self.address = address
         self._socket = sock
         self.port: int = sock.getsockname()[1]
         self.url = address.url(self.port)
-        self.meter = CallMeter(trio.current_time)
+        self.meter = CallMeter(trio.current_time, bucket=bucket)
 
     @classmethod
-    def bind(cls, address: ListenAddress) -> Site:
-        """Listen on ``address`` now (raises ``OSError``: a name that does not resolve, a port in use)."""
+    def bind(cls, address: ListenAddress, bucket: int = BUCKET) -> Site:
+        """Listen on ``address`` now (raises ``OSError``: a name that does not resolve, a port in use),
+        with ``bucket`` seconds per point of the charts."""
         family, kind, proto, _, where = socket.getaddrinfo(
             address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
@@ -89,7 +92,7 @@ class Site:
         except BaseException:
             sock.close()
             raise
-        return cls(address, sock)
+        return cls(address, sock, bucket)
 
     async def serve(
         self, supervisor: Supervisor, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

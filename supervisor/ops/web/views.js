@@ -4,7 +4,6 @@
 "use strict";
 
 const TIMELINE_SHOWN = 200;  // entries the list shows; the ring holds more
-const TIMELINE_SPAN = 3600;  // seconds the axis shows
 const DETAIL_EVERY = 3000;  // ms between loads of an open detail panel
 const AUDIT_EVERY = 10000;  // ms between loads of the audit views
 const KIND_WORDS = {
@@ -38,15 +37,17 @@ function drawAxis() {
   const width = svg.clientWidth || 400;
   const now = Date.now() / 1000;
   svg.setAttribute("viewBox", `0 0 ${width} 34`);
-  const x = (time) => 6 + (width - 12) * (1 - (now - time) / TIMELINE_SPAN);
+  const span = chartSpan();  // the charts' span (page.js)
+  const x = (time) => 6 + (width - 12) * (1 - (now - time) / span);
   const parts = [svgElement("line", {x1: 6, x2: width - 6, y1: 12, y2: 12}, "axis")];
-  for (let ago = TIMELINE_SPAN; ago >= 0; ago -= 900) {
-    const tick = svgElement("text", {x: x(now - ago), y: 30, "text-anchor": ago === TIMELINE_SPAN ? "start" : ago ? "middle" : "end"});
-    tick.textContent = ago ? "−" + ago / 60 + " min" : "now";
+  for (let quarter = 4; quarter >= 0; quarter--) {
+    const ago = span * quarter / 4;
+    const tick = svgElement("text", {x: x(now - ago), y: 30, "text-anchor": quarter === 4 ? "start" : quarter ? "middle" : "end"});
+    tick.textContent = ago ? "−" + spanText(ago) : "now";
     parts.push(tick, svgElement("line", {x1: x(now - ago), x2: x(now - ago), y1: 9, y2: 15}, "axis"));
   }
   for (const entry of timeline) {
-    if (now - entry.time > TIMELINE_SPAN) break;
+    if (now - entry.time > span) break;
     const dot = svgElement("circle", {cx: x(entry.time), cy: 12, r: entry.kind === "state" ? 3 : 5});
     dot.setAttribute("data-kind", entry.kind);
     parts.push(titled(dot, clock(entry.time, true) + " " + (entry.server || "supervisor") + ": " + entry.kind + (entry.detail ? " — " + entry.detail : "")));
@@ -220,14 +221,18 @@ async function loadAudit() {
       tool.title = "server " + record.server + ", arguments " + (record.argDigest || "");
       const who = element("td", "identity", record.identity);
       who.title = "session " + record.session;
-      tr.append(when, who, element("td", "kind", record.kind), tool, outcome,
-        element("td", "num", record.ms), element("td", "num", record.argBytes + " / " + record.resultBytes));
+      const ms = element("td", "num ms", record.ms.toFixed(1));
+      ms.title = record.ms + " ms";
+      const sizes = element("td", "num bytes", record.argBytes + " / " + record.resultBytes);
+      sizes.title = "arguments " + record.argBytes + " bytes, result " + record.resultBytes + " bytes";
+      tr.append(when, who, element("td", "kind", record.kind), tool, outcome, ms, sizes);
       return tr;
     }));
     table.hidden = false;
     state.dataset.audit = "yes";
-    state.textContent = plural(audit.records.length, "record") + " shown · " + audit.path + ": " +
+    state.textContent = plural(audit.records.length, "record") + " shown · " + audit.path.split("/").pop() + ": " +
       plural(audit.lines, "line") + ", " + plural(audit.failures, "write failure") + ", " + audit.dropped + " dropped";
+    state.title = audit.path;
   } catch (error) {
     state.textContent = "could not load the audit trail: " + error;
   }
@@ -245,7 +250,9 @@ async function loadIdentities() {
       tr.dataset.identity = one.identity;
       const name = element("td", "identity " + (one.active ? "active" : "idle"), one.identity);
       name.title = one.active ? "active" : "not active";
-      tr.append(name, element("td", "num", one.sessions), element("td", "num", one.calls),
+      const sessions = element("td", "num sessions", one.sessions.length);  // the latest 32 at most
+      sessions.title = one.sessions.join(", ") || "no session named";
+      tr.append(name, sessions, element("td", "num", one.calls),
         element("td", "num", one.errors), element("td", "", isoClock(one.firstSeen)), element("td", "", isoClock(one.lastSeen)));
       return tr;
     }));
@@ -260,9 +267,14 @@ async function loadIdentities() {
 
 function loadAuditViews() { loadAudit(); loadIdentities(); }
 
+function axisTick() {  // the axis moves with the clock: redrawn every 1/120 of its span (1 to 30 s)
+  drawAxis();
+  setTimeout(axisTick, Math.min(30000, Math.max(1000, chartSpan() * 1000 / 120)));
+}
+
 function startViews() {
   loadTimeline();
-  setInterval(drawAxis, 30000);  // the axis moves with the clock
+  axisTick();
   document.getElementById("detail-close").addEventListener("click", closeDetail);
   document.addEventListener("keydown", (event) => { if (event.key === "Escape") closeDetail(); });
   document.getElementById("audit-form").addEventListener("submit", (event) => { event.preventDefault(); loadAudit(); });
