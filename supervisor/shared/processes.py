@@ -32,6 +32,7 @@ __all__ = [
     "prctl",
     "reap_adopted",
     "reap_on_sigchld",
+    "run_state",
     "set_process_name",
 ]
 
@@ -127,6 +128,22 @@ def children(parent: int | None = None) -> dict[int, str]:
         if int(fields[1]) == parent:
             found[int(entry.name)] = fields[0]
     return found
+
+
+def run_state(pid: int) -> str:
+    """The kernel's one-letter state of process ``pid`` (``R`` running or waiting for a CPU, ``S``
+    asleep, ``D`` in uninterruptible I/O, ``T`` stopped, ``Z`` exited), and what it sleeps in (its
+    ``wchan``), e.g. ``S pipe_write``; "" when it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return ""
+    state = stat[stat.rfind(b")") + 2 :][:1].decode("ascii", "replace")
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    except OSError:
+        wchan = ""
+    return f"{state} {wchan}" if wchan and wchan != "0" else state
 
 
 def _cmdline(pid: int) -> bytes:

@@ -15,13 +15,16 @@ sent before it has been read too.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import trio
 
 from supervisor.config.load import SupervisorSettings
 from supervisor.protocol import HEARTBEAT
 
-__all__ = ["Heartbeats"]
+__all__ = ["STARVED_GRACE", "Heartbeats"]
+
+STARVED_GRACE: Final = 3  # heartbeat timeouts a runnable (CPU-starved) worker is given, in all
 
 
 class Heartbeats:
@@ -80,12 +83,18 @@ class Heartbeats:
         settings: Callable[[], SupervisorSettings],
         caught_up: Callable[[], Awaitable[None]],
         kill: Callable[[str], None],
+        state: Callable[[], str] = lambda: "",
     ) -> None:
         """Once the worker is ready, it must keep answering heartbeats: one left unanswered for the
         timeout ends it (``kill``). While it starts, the start timeout watches it instead: among many
         workers starting at once, one starved of CPU is slow to answer, not hung. Silence counts from
         the oldest unanswered heartbeat, not from the worker's last message (``last_heard``), so a
-        supervisor that was itself starved of CPU (and asked nothing) blames no worker."""
+        supervisor that was itself starved of CPU (and asked nothing) blames no worker.
+
+        ``state`` is the worker process's run state (``supervisor.shared.processes.run_state``). A
+        worker that is runnable (``R``: on a CPU, or waiting for one on a machine busy with other
+        work) gets up to ``STARVED_GRACE`` timeouts in all before it is judged; a stopped one (``T``)
+        or one asleep is judged at the timeout. The kill says which state it was in."""
         asked: float | None = None  # when the oldest heartbeat not answered since was sent
         while True:  # settings are read each time: a reload may change them
             interval, timeout = settings().heartbeat_interval, settings().heartbeat_timeout
@@ -102,6 +111,14 @@ class Heartbeats:
                     await caught_up()
                 if (last_heard() or 0.0) >= asked:
                     continue
-                kill(f"worker stopped answering heartbeats for {timeout:g} s")
+                run = state()
+                if run.startswith("R") and trio.current_time() - asked < timeout * STARVED_GRACE:
+                    await trio.sleep(interval)  # runnable: starved of CPU, or busy; a while longer
+                    continue
+                silent = max(timeout, round(trio.current_time() - asked, 1))
+                kill(
+                    f"worker stopped answering heartbeats for {silent:g} s"
+                    + (f" (state {run})" if run else "")
+                )
                 return
             await trio.sleep(min(interval, asked + timeout - now))

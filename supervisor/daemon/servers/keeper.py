@@ -50,6 +50,7 @@ from supervisor.daemon.servers.worker_log import WorkerLog
 from supervisor.protocol import Ready, ServerStatus, ToolsChanged, WorkerState
 from supervisor.shared import tracing
 from supervisor.shared.boot import Ended, Outcome, WorkerBoot
+from supervisor.shared.processes import run_state
 from supervisor.shared.terminal import printable
 
 __all__ = ["Keeper"]
@@ -316,7 +317,7 @@ class Keeper:
                 start_timeout = self.policy.start_timeout
                 nursery.start_soon(heartbeats.watch_start, ready, start_timeout, self.settings, kill)
                 watch = partial(heartbeats.watch, ready, lambda: self.last_heard, lambda: self.settings)
-                nursery.start_soon(watch, self.owner.caught_up, kill)
+                nursery.start_soon(watch, self.owner.caught_up, kill, partial(run_state, process.pid))
                 await process.wait()
                 self._exited = True  # no call goes to it from now on, while its last words are read
                 with trio.move_on_after(LOG_DRAIN_TIMEOUT):  # its last lines say why it ended
