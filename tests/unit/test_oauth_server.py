@@ -22,15 +22,14 @@ import mcp_types as types
 import pytest
 import trio
 from mcp import Client
-from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import (
-    AuthorizationCodeResult,
-    OAuthClientInformationFull,
     OAuthClientMetadata,
-    OAuthToken,
 )
 from pydantic import AnyUrl
+
+from tests.e2e.oauth_hosts import MemoryStorage, UserWhoApproves
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN_LIFETIME = 2
@@ -77,41 +76,6 @@ async def base_url() -> AsyncIterator[str]:
                 await process.wait()
             if process.stdout is not None:
                 await process.stdout.aclose()
-
-
-class MemoryStorage(TokenStorage):
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
-
-
-class UserWhoApproves:
-    """Opens the authorization URL (which the server auto-approves) and reads the code off the redirect."""
-
-    def __init__(self) -> None:
-        self.location = ""
-
-    async def open(self, authorization_url: str) -> None:
-        async with httpx2.AsyncClient() as http:
-            response = await http.get(authorization_url, follow_redirects=False)
-        assert response.status_code == 302, response.text
-        self.location = response.headers["location"]
-
-    async def callback(self) -> AuthorizationCodeResult:
-        query = parse_qs(urlparse(self.location).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
 
 
 def pkce_pair() -> tuple[str, str]:
